@@ -1,0 +1,30 @@
+# Two entry points: `make demo` and `make test`. Both create .venv with python3 (>= 3.11) on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+STAMP := $(VENV)/.installed
+# dace finds the pip-installed CMake (needed for CUDA builds) only with the venv first on PATH.
+export PATH := $(BIN):$(PATH)
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/sdfg-scan demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check sdfg_scan transformations tests samples benchmarks
+
+test: lint
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_scans.py
+
+clean:
+	rm -rf $(VENV) .dacecache build *.egg-info

@@ -1,0 +1,97 @@
+#!/usr/bin/env python
+"""CPU run time of the real icon4py SDFGs: icon4py's DaCe hooks vs sdfg_scan's transformations.
+
+Rows (same process, same seeded inputs, same compiler flags: DaCe's defaults + ExactArithmetic):
+
+- ``graupel_run`` (static 100 x 65): ``.opt_hooks`` (icon4py's ``remove_self_copy_inside_scan`` +
+  in-place renaming) vs ``.opt_nohooks`` after our canonicalising transformations; the call is
+  repeated ``--repeat`` times per sample (the static domain cannot grow).
+- ``graupel_run_dyn`` (symbolic domain) at ``--ncells`` x ``--nlev`` (default 20480 x 65):
+  ``.opt_nohooks`` before/after our transformations (icon4py's hooks are wrong on this variant).
+- ``diagnose_pressure.opt`` (static 100 x 65), repeated: before/after.
+
+Every transformed SDFG's outputs are checked bitwise against its baseline before timing.
+Usage: ``python benchmarks/bench_icon4py.py [--ncells 20480] [--nlev 65] [--samples 7] [--repeat 50]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+import icon4py_fixtures as fx  # noqa: E402
+
+from sdfg_scan.transformations import PeelBoundaryLevels, RemoveScanSelfCopies  # noqa: E402
+
+CANONICALISE = (RemoveScanSelfCopies, PeelBoundaryLevels)
+
+
+def canonicalise(sdfg):
+    """Our transformations in pipeline order; returns ``{name: applications}``."""
+    counts = {}
+    for xf in CANONICALISE:
+        counts[xf.__name__] = sdfg.apply_transformations_repeated(xf)
+    sdfg.validate()
+    return counts
+
+
+def timed(csdfg, kw: dict, samples: int, repeat: int) -> float:
+    """Best of ``samples`` of the mean time per call over ``repeat`` calls (seconds)."""
+    args = fx.fresh(kw)
+    csdfg(**args)  # warm-up
+    best = float("inf")
+    for _ in range(samples):
+        args = fx.fresh(kw)
+        t0 = time.perf_counter()
+        for _ in range(repeat):
+            csdfg(**args)
+        best = min(best, (time.perf_counter() - t0) / repeat)
+    return best
+
+
+def bench(label: str, base_form: str, ours_form: str, kw_form: str, size: tuple[int, int], samples: int,
+          repeat: int, rows: list):
+    base = fx.load(base_form)
+    ours = fx.load(ours_form)
+    counts = canonicalise(ours)
+    ncells, nlev = size
+    kw = fx.inputs(kw_form, fx.load(kw_form), ncells=ncells, nlev=nlev)
+    cb = fx.compile_once(f"bench_{base_form}", base)
+    co = fx.compile_once(f"bench_{ours_form}+ours", ours)
+    if base_form == ours_form:  # same program: outputs must agree bit for bit
+        fx.assert_bitwise_equal(fx.run(f"bench_{base_form}", base, kw), fx.run(f"bench_{ours_form}+ours", ours, kw))
+    tb, to = timed(cb, kw, samples, repeat), timed(co, kw, samples, repeat)
+    rows.append((label, f"{ncells}x{nlev}", base_form.split(".", 1)[1], tb, to, counts))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ncells", type=int, default=20480)
+    ap.add_argument("--nlev", type=int, default=65)
+    ap.add_argument("--samples", type=int, default=7)
+    ap.add_argument("--repeat", type=int, default=50)
+    a = ap.parse_args(argv)
+    if not fx.available():
+        print(fx.SKIP_REASON)
+        return 0
+    rows: list = []
+    bench("graupel_run (static)", "graupel_run.opt_hooks", "graupel_run.opt_nohooks", "graupel_run.opt_nohooks",
+          (100, 65), a.samples, a.repeat, rows)
+    bench("graupel_run_dyn", "graupel_run_dyn.opt_nohooks", "graupel_run_dyn.opt_nohooks",
+          "graupel_run_dyn.opt_nohooks", (a.ncells, a.nlev), a.samples, max(1, a.repeat // 25), rows)
+    bench("diagnose_pressure (static)", "diagnose_pressure.opt", "diagnose_pressure.opt", "diagnose_pressure.opt",
+          (100, 65), a.samples, a.repeat, rows)
+    print(f"{'program':28} {'cells x lev':>12} {'baseline':>14} {'baseline s':>11} {'ours s':>11} {'speed-up':>9}  applied")
+    for label, size, base, tb, to, counts in rows:
+        applied = ", ".join(f"{k}={v}" for k, v in counts.items())
+        print(f"{label:28} {size:>12} {base:>14} {tb:11.3e} {to:11.3e} {tb / to:9.2f}  {applied}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,21 @@
+"""sdfg_scan: DaCe library nodes, expansions and transformations for column (vertical) algorithms.
+
+Importing the package registers the ``sdfg_scan`` DaCe library (every node and its expansions) and
+the frontend lowerings (``sdfg_scan.cumsum(...)``, ``np.cumsum(...)`` inside ``@dace.program``).
+"""
+
+from dace.library import register_library
+
+from sdfg_scan import reference  # noqa: F401
+from sdfg_scan.nodes import *  # noqa: F401,F403  (node classes must be attributes of this module)
+from sdfg_scan.nodes import __dict__ as _nodes_dict
+
+globals().update({k: v for k, v in _nodes_dict.items()
+                 if not k.startswith("_") and k not in ("base", "ColumnNode", "AutoExpansion")})
+
+from sdfg_scan.frontend import *  # noqa: E402,F401,F403
+from sdfg_scan.select import exact_cuda_flags, select_expansions  # noqa: E402,F401
+
+register_library(__name__, "sdfg_scan")
+
+__version__ = "0.1.0"

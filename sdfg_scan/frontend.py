@@ -1,0 +1,342 @@
+"""Functions usable inside ``@dace.program`` that lower to sdfg_scan library nodes.
+
+Each public function is a plain NumPy implementation when called from Python (the reference), and a
+``dace.frontend.common.op_repository`` replacement adds the library node when the DaCe frontend
+parses a call to it. ``np.cumsum``/``np.cumprod`` calls inside a program are lowered to
+``CumulativeScan`` as well (instead of DaCe's default Python callback).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import dace
+import numpy as np
+from dace.frontend.common import op_repository as oprepo
+
+from sdfg_scan import reference
+from sdfg_scan.nodes.cumulative_scan import CumulativeScan
+from sdfg_scan.nodes.linear_recurrence import LinearRecurrence
+
+
+def _replaces(*names: str) -> Callable:
+    """Register one lowering under every name a program may call it by."""
+
+    def wrap(fn: Callable) -> Callable:
+        for name in names:
+            oprepo.replaces(name)(fn)
+        return fn
+
+    return wrap
+
+
+def literal(value, what: str):
+    """A frontend argument as a Python value (string literals arrive wrapped, with ``.value``)."""
+    value = getattr(value, "value", value)
+    if isinstance(value, str) and what != "op":
+        raise ValueError(f"sdfg_scan.{what}: expected a constant, got the data name '{value}'")
+    return value
+
+
+def input_desc(sdfg: dace.SDFG, name, api: str) -> dace.data.Data:
+    """The descriptor of an array argument, with a clear error for anything else."""
+    if not isinstance(name, str) or name not in sdfg.arrays:
+        raise TypeError(f"sdfg_scan.{api}: expected an array, got {name!r}")
+    desc = sdfg.arrays[name]
+    if len(desc.shape) == 0 or isinstance(desc, dace.data.Scalar):
+        raise TypeError(f"sdfg_scan.{api}: expected an array with the scan axis, got the scalar '{name}'")
+    return desc
+
+
+def add_node(sdfg: dace.SDFG, state: dace.SDFGState, node: dace.nodes.LibraryNode, inputs: dict[str, str],
+             outputs: dict[str, str]) -> None:
+    """Add ``node`` with whole-array memlets from ``inputs`` and to ``outputs`` (connector -> data)."""
+    state.add_node(node)
+    for conn, data in inputs.items():
+        state.add_edge(state.add_read(data), None, node, conn, dace.Memlet.from_array(data, sdfg.arrays[data]))
+    for conn, data in outputs.items():
+        state.add_edge(node, conn, state.add_write(data), None, dace.Memlet.from_array(data, sdfg.arrays[data]))
+
+
+# -- cumulative scans ------------------------------------------------------------------------------
+
+def cumsum(x, axis: int = -1, reverse: bool = False, exclusive: bool = False):
+    """Cumulative sum along ``axis`` (``CumulativeScan(op="sum")`` inside ``@dace.program``)."""
+    return reference.cumulative(x, "sum", axis, reverse, exclusive)
+
+
+def cumprod(x, axis: int = -1, reverse: bool = False, exclusive: bool = False):
+    """Cumulative product along ``axis`` (``CumulativeScan(op="prod")``)."""
+    return reference.cumulative(x, "prod", axis, reverse, exclusive)
+
+
+def cummin(x, axis: int = -1, reverse: bool = False, exclusive: bool = False):
+    """Running minimum along ``axis`` (``CumulativeScan(op="min")``; NaN propagates like np.minimum)."""
+    return reference.cumulative(x, "min", axis, reverse, exclusive)
+
+
+def cummax(x, axis: int = -1, reverse: bool = False, exclusive: bool = False):
+    """Running maximum along ``axis`` (``CumulativeScan(op="max")``; NaN propagates like np.maximum)."""
+    return reference.cumulative(x, "max", axis, reverse, exclusive)
+
+
+def _lower_cumulative(op: str, api: str, default_axis: int | None = -1):
+    """The lowering of ``sdfg_scan.<api>`` (axis defaults to -1) or ``np.<api>`` (axis defaults to None)."""
+
+    def lower(pv, sdfg, state, x, axis=default_axis, reverse=False, exclusive=False, dtype=None, out=None):
+        desc = input_desc(sdfg, x, api)
+        axis = literal(axis, api)
+        if axis is None:
+            if len(desc.shape) != 1:
+                raise ValueError(f"sdfg_scan.{api}: axis=None flattens an N-d array, which sdfg_scan does not "
+                                 f"lower; pass axis= explicitly (array '{x}' has rank {len(desc.shape)})")
+            axis = 0
+        if dtype is not None or out is not None:
+            raise ValueError(f"sdfg_scan.{api}: the dtype= and out= arguments are not supported; "
+                             f"cast or assign the result instead")
+        result, _ = sdfg.add_temp_transient(desc.shape, desc.dtype)
+        node = CumulativeScan(api, op=op, axis=int(axis), reverse=bool(literal(reverse, api)),
+                              exclusive=bool(literal(exclusive, api)))
+        add_node(sdfg, state, node, {"_in": x}, {"_out": result})
+        return result
+
+    return lower
+
+
+for _fn, _op in ((cumsum, "sum"), (cumprod, "prod"), (cummin, "min"), (cummax, "max")):
+    _replaces(f"sdfg_scan.{_fn.__name__}", f"sdfg_scan.frontend.{_fn.__name__}")(
+        _lower_cumulative(_op, _fn.__name__))
+_replaces("numpy.cumsum")(_lower_cumulative("sum", "cumsum", None))
+_replaces("numpy.cumprod")(_lower_cumulative("prod", "cumprod", None))
+
+
+# -- linear recurrence -----------------------------------------------------------------------------
+
+def linear_recurrence(a, b, axis: int = -1, reverse: bool = False, init=None):
+    """``y[k] = a[k] * y[k-1] + b[k]``, ``y[-1] = init`` (``LinearRecurrence`` inside ``@dace.program``).
+
+    ``init`` is None (0), a number, or a K-less array (the shape of ``a`` without ``axis``).
+    """
+    return reference.linear_recurrence(a, b, axis, reverse, init)
+
+
+@_replaces("sdfg_scan.linear_recurrence", "sdfg_scan.frontend.linear_recurrence")
+def _lower_linear_recurrence(pv, sdfg, state, a, b, axis=-1, reverse=False, init=None):
+    desc = input_desc(sdfg, a, "linear_recurrence")
+    input_desc(sdfg, b, "linear_recurrence")
+    init = getattr(init, "value", init)
+    has_init = isinstance(init, str)
+    node = LinearRecurrence("linear_recurrence", axis=int(literal(axis, "linear_recurrence")),
+                            reverse=bool(literal(reverse, "linear_recurrence")), has_init=has_init,
+                            init_value=0.0 if (init is None or has_init) else float(init))
+    result, _ = sdfg.add_temp_transient(desc.shape, desc.dtype)
+    inputs = {"a": a, "b": b}
+    if has_init:
+        inputs["init"] = init
+    add_node(sdfg, state, node, inputs, {"_out": result})
+    return result
+
+
+__all__ = ["cummax", "cummin", "cumprod", "cumsum", "linear_recurrence"]
+
+
+
+# -- tridiagonal solve (TridiagonalSolve, TridiagonalFactor) -----------------------------------------
+
+from sdfg_scan.nodes.tridiagonal_solve import TridiagonalFactor, TridiagonalSolve  # noqa: E402
+
+
+def tridiagonal_solve(a, b, c, d, axis: int = -1):
+    """Solve ``a[k]*x[k-1] + b[k]*x[k] + c[k]*x[k+1] = d[k]`` per column (``TridiagonalSolve``)."""
+    return reference.tridiagonal_solve(a, b, c, d, axis)
+
+
+def tridiagonal_factor(a, b, c, axis: int = -1):
+    """Inverse pivots and modified upper coefficients ``(w, cp)`` (``TridiagonalFactor``)."""
+    return reference.tridiagonal_factor(a, b, c, axis)
+
+
+def tridiagonal_solve_prefactored(a, w, cp, d, axis: int = -1):
+    """Solve with ``(w, cp)`` from :func:`tridiagonal_factor` (``TridiagonalSolve(prefactored=True)``)."""
+    return reference.tridiagonal_solve_prefactored(a, w, cp, d, axis)
+
+
+def _lower_tridiagonal(api: str, node_cls, ins: tuple[str, ...], outs: tuple[str, ...], **fixed):
+    def lower(pv, sdfg, state, *args, axis=-1):
+        if len(args) != len(ins):
+            raise TypeError(f"sdfg_scan.{api}: expected {len(ins)} arrays ({', '.join(ins)}), got {len(args)}")
+        descs = [input_desc(sdfg, name, api) for name in args]
+        node = node_cls(api, axis=int(literal(axis, api)), **fixed)
+        results = [sdfg.add_temp_transient(descs[-1].shape, descs[-1].dtype)[0] for _ in outs]
+        add_node(sdfg, state, node, dict(zip(ins, args, strict=True)), dict(zip(outs, results, strict=True)))
+        return results[0] if len(results) == 1 else tuple(results)
+
+    return lower
+
+
+_replaces("sdfg_scan.tridiagonal_solve", "sdfg_scan.frontend.tridiagonal_solve")(
+    _lower_tridiagonal("tridiagonal_solve", TridiagonalSolve, ("a", "b", "c", "d"), ("x",)))
+_replaces("sdfg_scan.tridiagonal_factor", "sdfg_scan.frontend.tridiagonal_factor")(
+    _lower_tridiagonal("tridiagonal_factor", TridiagonalFactor, ("a", "b", "c"), ("w", "cp")))
+_replaces("sdfg_scan.tridiagonal_solve_prefactored", "sdfg_scan.frontend.tridiagonal_solve_prefactored")(
+    _lower_tridiagonal("tridiagonal_solve_prefactored", TridiagonalSolve, ("a", "w", "cp", "d"), ("x",),
+                       prefactored=True))
+__all__ += ["tridiagonal_factor", "tridiagonal_solve", "tridiagonal_solve_prefactored"]
+
+
+# -- column reductions (ColumnReduce) -------------------------------------------------------------
+
+from sdfg_scan.nodes.column_reduce import ColumnReduce  # noqa: E402
+
+
+def column_reduce(x, op: str, axis: int = -1, mask=None, levels=None):
+    """Reduce ``x`` along ``axis`` with ``op`` (``ColumnReduce`` inside ``@dace.program``).
+
+    ``op`` is one of sum, prod, min, max, argmin, argmax, any, all; ``mask`` a bool array of the
+    shape of ``x``; ``levels`` a K-less integer array (only levels ``k < levels`` count). Outside a
+    program this is ``reference.column_fold`` (the sequential order).
+    """
+    return reference.column_fold(x, op, axis, mask, levels)
+
+
+@_replaces("sdfg_scan.column_reduce", "sdfg_scan.frontend.column_reduce")
+def _lower_column_reduce(pv, sdfg, state, x, op, axis=-1, mask=None, levels=None):
+    api = "column_reduce"
+    desc = input_desc(sdfg, x, api)
+    op = literal(op, "op")
+    if op not in reference.REDUCE_OPS:
+        raise ValueError(f"sdfg_scan.{api}: op must be one of {reference.REDUCE_OPS}, got {op!r}")
+    axis = int(literal(axis, api))
+    if not -len(desc.shape) <= axis < len(desc.shape):
+        raise ValueError(f"sdfg_scan.{api}: axis {axis} is out of range for '{x}' of rank {len(desc.shape)}")
+    ax = axis % len(desc.shape)
+    inputs = {"_in": x}
+    for conn, arg in (("_mask", mask), ("_levels", levels)):
+        if arg is not None:
+            input_desc(sdfg, arg, api)
+            inputs[conn] = arg
+    odt = dace.int64 if op.startswith("arg") else (dace.bool_ if op in ("any", "all") else desc.dtype)
+    result, _ = sdfg.add_temp_transient(list(desc.shape[:ax]) + list(desc.shape[ax + 1:]), odt)
+    node = ColumnReduce(api, op=op, axis=axis, mask=mask is not None, levels=levels is not None)
+    add_node(sdfg, state, node, inputs, {"_out": result})
+    return result
+
+
+__all__ += ["column_reduce"]
+
+
+# -- general scan (Scan) ----------------------------------------------------------------------------
+
+from sdfg_scan.nodes.scan import Scan  # noqa: E402
+
+
+def scan(f, init, xs, axis: int = -1, reverse: bool = False, emit: str = "inclusive", final: bool = False,
+         fill=0.0):
+    """General scan: ``scan :: (c -> x -> k -> (c, y)) -> c -> [x] -> (carry outputs..., ys..., finals...)``.
+
+    Designed after ``jax.lax.scan``; ``Scan`` node inside ``@dace.program``. Reference loop (one
+    column, forward, ``sdfg_scan.reference.scan``)::
+
+        c = init
+        for k in range(n):
+            before = c
+            c, y = f(c, x, k)            # x[i]: input i at level k; x[i, o]: at level k + o
+            carry_out[k] = c             # "exclusive": before; "include_initial": n+1 slots
+            ys[k] = y
+        return (*carry_out, *ys, *(c if final))
+
+    :param f: ``def f(c, x, k): ...; return new_c, ys`` with ``c`` and ``new_c`` tuples of one value
+        per carry slot and ``ys`` a tuple of per-level outputs (may be empty). Elementwise code only
+        (see :mod:`sdfg_scan.expansions.scan_body` for what a body may contain).
+    :param init: one value per carry slot (tuple; a single value means one slot): a number, or a
+        K-less array (the input shape without ``axis``).
+    :param xs: the per-level inputs, a tuple of arrays of one shape (a single array is one input).
+    :param axis: the scan axis; every other index is an independent column.
+    :param reverse: visit the levels from last to first; outputs stay index-aligned with the inputs.
+    :param emit: ``"inclusive"`` (carry after level k), ``"exclusive"`` (before level k) or
+        ``"include_initial"`` (``n + 1`` slots: ``[init, inclusive...]``; reversed: ``[inclusive..., init]``).
+    :param final: also return the final carry (K-less arrays) after the ys.
+    :param fill: value of offset reads outside the column (``x[i, -1]`` at the first level).
+    :returns: a tuple ``(*carry_outputs, *ys, *finals)``, or the only array when there is one.
+
+    Unlike ``jax.lax.scan``: the body sees all columns at once (NumPy) or one column (inside a
+    program), inputs are readable at constant level offsets, carry outputs per level are returned
+    (``emit``), and a carry's dtype is the init array's dtype, or for a number the dtype of the first
+    input (float64 without inputs; bool for True/False); ys take the dtype of carry slot 0 (or of the first input).
+    """
+    xs_t = tuple(xs) if isinstance(xs, (tuple, list)) else (xs,)
+    init_t = tuple(init) if isinstance(init, (tuple, list)) else (init,)
+    dts = [_scan_carry_dtype(i, xs_t[0] if xs_t else None) for i in init_t]
+    carries, ys, fin = reference.scan(f, init_t, dict(enumerate(xs_t)), axis=axis, reverse=reverse, emit=emit,
+                                      fill=fill, dtypes=dts)
+    ydt = dts[0] if dts else np.asarray(xs_t[0]).dtype
+    res = tuple(carries) + tuple(np.asarray(y, dtype=ydt) for y in ys) + (tuple(fin) if final else ())
+    return res[0] if len(res) == 1 else res
+
+
+def _scan_carry_dtype(init, x0):
+    if isinstance(init, bool):
+        return np.dtype(np.bool_)
+    if isinstance(init, (int, float)) and not isinstance(init, np.ndarray):
+        if x0 is not None and np.issubdtype(np.asarray(x0).dtype, np.floating):
+            return np.asarray(x0).dtype
+        return np.dtype(np.float64)
+    return np.asarray(init).dtype
+
+
+@_replaces("sdfg_scan.scan", "sdfg_scan.frontend.scan")
+def _lower_scan(pv, sdfg, state, f, init, xs, axis=-1, reverse=False, emit="inclusive", final=False, fill=0.0):
+    from sdfg_scan.expansions.scan_body import build_body, translate
+
+    api = "scan"
+    xs_t = tuple(xs) if isinstance(xs, (tuple, list)) else (xs,)
+    init_t = tuple(init) if isinstance(init, (tuple, list)) else (init,)
+    if not xs_t:
+        raise ValueError("sdfg_scan.scan: inside a program the scan needs at least one per-level input")
+    descs = [input_desc(sdfg, x, api) for x in xs_t]
+    shape = list(descs[0].shape)
+    axis, reverse, final = int(literal(axis, api)), bool(literal(reverse, api)), bool(literal(final, api))
+    emit, fill = literal(emit, "op"), literal(fill, api)
+    if not -len(shape) <= axis < len(shape):
+        raise ValueError(f"sdfg_scan.scan: axis {axis} is out of range for '{xs_t[0]}' of rank {len(shape)}")
+    ax = axis % len(shape)
+    colshape = shape[:ax] + shape[ax + 1:]
+    x0dt = descs[0].dtype
+    inits, cdts = [], []
+    for v in init_t:
+        v = getattr(v, "value", v)
+        if isinstance(v, str):
+            d = sdfg.arrays[v]
+            inits.append(d.dtype)
+            cdts.append(d.dtype)
+        else:
+            inits.append(v)
+            cdts.append(dace.bool_ if isinstance(v, bool) else
+                        (x0dt if x0dt in (dace.float32, dace.float64) else dace.float64))
+    code = translate(f, len(init_t), len(xs_t), fill, [d.dtype for d in descs])
+    ydts = [cdts[0] if cdts else x0dt] * code.ny
+    body, ins, outs = build_body(f"scan_{getattr(f, '__name__', 'body')}", code, [d.dtype for d in descs],
+                                 inits, cdts, ydts, reverse, emit, final)
+    node = Scan("scan", body, ins, outs, columns="map", axis=axis, emit=emit)
+    inputs = {f"xs{i}": x for i, x in enumerate(xs_t)}
+    inputs.update({f"init{j}": getattr(v, "value", v) for j, v in enumerate(init_t) if f"init{j}" in ins})
+    outputs, results = {}, []
+    n = shape[ax]
+    for conn in outs:
+        kind, j = conn.rstrip("0123456789"), int(conn[len(conn.rstrip("0123456789")):])
+        if kind in ("carry", "ys"):
+            m = n + 1 if (kind == "carry" and emit == "include_initial") else n
+            oshape = shape[:ax] + [m] + shape[ax + 1:]
+            dt = cdts[j] if kind == "carry" else ydts[j]
+        else:
+            oshape, dt = (colshape or [1]), cdts[j]
+        name, _ = sdfg.add_temp_transient(oshape, dt)
+        outputs[conn] = name
+    add_node(sdfg, state, node, inputs, outputs)
+    order = [c for c in outs if c.startswith("carry")] + [c for c in outs if c.startswith("ys")] + \
+        [c for c in outs if c.startswith("final")]
+    results = [outputs[c] for c in order]
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+__all__ += ["scan"]

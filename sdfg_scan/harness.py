@@ -1,0 +1,76 @@
+"""One-node SDFGs in either memory layout: what tests, benchmarks and the demo compile.
+
+``one_node_sdfg`` wraps a library node in an SDFG whose arrays have symbolic sizes (compile once,
+call with any size) and the requested layout:
+
+- ``"k"``: K-contiguous (each column's levels are adjacent; C order with the scan axis last);
+- ``"cell"``: cell-contiguous (ICON's nproma layout; the scan axis has the largest stride).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import dace
+import numpy as np
+
+LAYOUTS = ("k", "cell")
+
+
+def strides_for(shape: Sequence, axis: int | None, layout: str) -> list:
+    """Strides of a dense array of ``shape`` whose ``axis`` is innermost (``"k"``) or outermost (``"cell"``).
+
+    K-less operands (``axis`` None) are dense in C order.
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"sdfg_scan.harness: layout must be one of {LAYOUTS}, got '{layout}'")
+    dims = list(range(len(shape)))
+    if axis is not None:
+        axis %= len(shape)
+        dims.remove(axis)
+        dims = dims + [axis] if layout == "k" else [axis] + dims
+    strides = [None] * len(shape)
+    acc = 1
+    for d in reversed(dims):
+        strides[d] = acc
+        acc = acc * shape[d]
+    return strides
+
+
+def numpy_array(values: np.ndarray, axis: int | None, layout: str) -> np.ndarray:
+    """A copy of ``values`` with the memory layout :func:`strides_for` describes."""
+    if axis is None or values.ndim == 0:
+        return np.ascontiguousarray(values)
+    axis %= values.ndim
+    dims = [d for d in range(values.ndim) if d != axis]
+    order = dims + [axis] if layout == "k" else [axis] + dims
+    if order == sorted(order):
+        return np.ascontiguousarray(values)
+    if order == sorted(order, reverse=True):
+        return np.asfortranarray(values)
+    # other permutations: a strided view of a dense buffer (DaCe wants owning arrays: copy the base)
+    base = np.ascontiguousarray(np.transpose(values, order))
+    return np.lib.stride_tricks.as_strided(base.copy(), shape=values.shape,
+                                           strides=[base.strides[list(order).index(d)] for d in range(values.ndim)])
+
+
+def one_node_sdfg(name: str, node: dace.nodes.LibraryNode, inputs: dict[str, tuple], outputs: dict[str, tuple],
+                  axis: int, layout: str) -> dace.SDFG:
+    """An SDFG with one array per connector (``conn -> (shape, dtype, has_axis)``) around ``node``."""
+    sdfg = dace.SDFG(name)
+    state = sdfg.add_state("main", is_start_block=True)
+    state.add_node(node)
+    for conns, is_input in ((inputs, True), (outputs, False)):
+        for conn, (shape, dtype, has_axis) in conns.items():
+            strides = strides_for(shape, axis if has_axis else None, layout)
+            sdfg.add_array(conn, shape, dtype, strides=strides)
+            mem = dace.Memlet.from_array(conn, sdfg.arrays[conn])
+            if is_input:
+                state.add_edge(state.add_read(conn), None, node, conn, mem)
+            else:
+                state.add_edge(node, conn, state.add_write(conn), None, mem)
+    sdfg.validate()
+    return sdfg
+
+
+__all__ = ["LAYOUTS", "numpy_array", "one_node_sdfg", "strides_for"]

@@ -1,0 +1,285 @@
+"""``ColumnReduce``: sum / prod / min / max / argmin / argmax / any / all along one axis."""
+
+from __future__ import annotations
+
+import dace
+import dace.library
+import numpy as np
+from dace import properties
+from dace.transformation.transformation import ExpandTransformation
+
+from sdfg_scan.expansions import declare
+from sdfg_scan.expansions.column_loop import ColumnKernel, build_blocked, build_sequential, cell_axis_of
+from sdfg_scan.expansions.column_reduce_tree import build_lanes, build_tree
+from sdfg_scan.expansions.environments import ExactArithmetic
+from sdfg_scan.nodes.base import AutoExpansion, ColumnNode, is_contiguous_axis
+from sdfg_scan.reference import REDUCE_OPS, reduce_identity
+
+SELECT_OPS = ("min", "max", "argmin", "argmax")
+INDEX_DTYPES = (dace.int32, dace.int64)
+
+
+def literal(value) -> str:
+    """A Python-tasklet literal of a NumPy scalar."""
+    text = repr(value.item() if hasattr(value, "item") else value)
+    return text  # the tasklet unparser writes the names inf / nan as INFINITY / NAN
+
+
+def _valid(node: ColumnReduce) -> str | None:
+    terms = (["_mask"] if node.has_mask else []) + (["(_k < nl)"] if node.has_levels else [])
+    return " and ".join(terms) or None
+
+
+def _select_test(op: str, reverse: bool, cand: str, cur: str) -> str:
+    """C-expression text of "``cand`` replaces ``cur``" (see ``reference._beats``)."""
+    lt = "<" if op in ("min", "argmin") else ">"
+    if reverse:
+        return f"(({cand} {lt}= {cur}) or ({cand} != {cand}))"
+    return f"(({cand} {lt} {cur}) or (({cand} != {cand}) and ({cur} == {cur})))"
+
+
+def kernel(node: ColumnReduce, state: dace.SDFGState) -> ColumnKernel:
+    """The per-column fold (``reference.column_fold``) as tasklet code for the column-loop builder."""
+    node.validate(state.sdfg, state)
+    dtype = node.operand(state, "_in").dtype
+    out_dtype = node.operand(state, "_out").dtype
+    op, valid = node.op, _valid(node)
+    seq_in = ["_in"] + (["_mask"] if node.has_mask else [])
+    col_in = ["_levels"] if node.has_levels else []
+    carries: dict[str, dace.typeclass] = {}
+    init, step = [], []
+    if node.has_levels:
+        carries["nl"] = dace.int64
+        init.append("nl_ = _levels")
+        step.append("nl_ = nl")
+    if op in ("sum", "prod"):
+        carries["acc"] = dtype
+        init.append(f"acc_ = {literal(reduce_identity(op, dtype.as_numpy_dtype()))}")
+        term = f"acc {'+' if op == 'sum' else '*'} _in"
+        step.append(f"acc_ = ({term}) if ({valid}) else acc" if valid else f"acc_ = {term}")
+        final = "_out = acc"
+    elif op in ("any", "all"):
+        carries["acc"] = dace.bool_
+        init.append(f"acc_ = {op == 'all'}")
+        if op == "any":
+            step.append(f"acc_ = acc or (({valid}) and (_in != 0))" if valid else "acc_ = acc or (_in != 0)")
+        else:
+            step.append(f"acc_ = acc and ((not ({valid})) or (_in != 0))" if valid else "acc_ = acc and (_in != 0)")
+        final = "_out = acc"
+    else:
+        carries["acc"] = dtype
+        carries["idx"] = dace.int64
+        base = op[3:] if op.startswith("arg") else op
+        init += [f"acc_ = {literal(reduce_identity(base, dtype.as_numpy_dtype()))}", "idx_ = -1"]
+        take = f"(idx < 0) or {_select_test(op, node.reverse, '_in', 'acc')}"
+        step.append(f"take = ({valid}) and ({take})" if valid else f"take = {take}")
+        step += ["acc_ = _in if take else acc", "idx_ = _k if take else idx"]
+        final = "_out = idx" if op.startswith("arg") else "_out = acc"
+    del out_dtype
+    return ColumnKernel(step="\n".join(step), seq_in=seq_in, col_in=col_in, col_out=["_out"], carries=carries,
+                        init="\n".join(init), final=final, reverse=node.reverse)
+
+
+@dace.library.expansion
+@declare(targets=("cpu", "gpu"), reproducibility="exact")
+class ExpandColumnReduceSequential(ExpandTransformation):
+    """Order-pinned fold: one column per map iteration, k-loop inside, accumulator in a register."""
+
+    environments = [ExactArithmetic]
+
+    @staticmethod
+    def expansion(node, parent_state, parent_sdfg):
+        return build_sequential(node, parent_state, kernel(node, parent_state))
+
+
+@dace.library.expansion
+@declare(targets=("cpu",), reproducibility="exact")
+class ExpandColumnReduceBlocked(ExpandTransformation):
+    """The same fold over blocks of ``block_size`` cells; k-loop around the (vectorised) cell loop.
+
+    Cell-contiguous data gives a unit-stride inner loop; K-contiguous data gets ``block_size``
+    independent accumulator chains per thread (the columns are interleaved), which hides the add
+    latency of the per-column chain.
+    """
+
+    environments = [ExactArithmetic]
+
+    @staticmethod
+    def expansion(node, parent_state, parent_sdfg):
+        return build_blocked(node, parent_state, kernel(node, parent_state), node.cell_axis(parent_state),
+                             node.block_size)
+
+
+@dace.library.expansion
+@declare(targets=("cpu", "gpu"), reproducibility="exact")
+class ExpandColumnReduceTree(ExpandTransformation):
+    """Fixed pairwise tree (``reference.column_reduce(order="tree")``), blocks of ``tree_block`` cells."""
+
+    environments = [ExactArithmetic]
+
+    @staticmethod
+    def expansion(node, parent_state, parent_sdfg):
+        node.validate(parent_sdfg, parent_state)
+        block = 1 if node.target(parent_state) == "gpu" else node.tree_block
+        return build_tree(node, parent_state, node.cell_axis(parent_state), block)
+
+
+@dace.library.expansion
+@declare(targets=("cpu", "gpu"), reproducibility="replay")
+class ExpandColumnReduceLanes(ExpandTransformation):
+    """``lanes`` interleaved partial accumulators per column (level ``k`` goes to lane ``k % lanes``),
+    combined in lane order at the end. Fast for K-contiguous data (independent add chains, vector
+    loads); the bits of sum/prod depend on ``lanes``, which ``auto`` picks per target: ``replay``.
+    """
+
+    environments = []
+
+    @staticmethod
+    def expansion(node, parent_state, parent_sdfg):
+        node.validate(parent_sdfg, parent_state)
+        return build_lanes(node, parent_state, node.lanes)
+
+
+@dace.library.expansion
+class ExpandColumnReduceAuto(AutoExpansion):
+    """CPU: ``blocked`` (exact); ``lanes`` for K-contiguous sum/prod when ``replay`` is allowed.
+    GPU: ``sequential`` (one column per thread)."""
+
+
+@dace.library.node
+class ColumnReduce(ColumnNode):
+    """Reduce ``x`` along ``axis``: ``reduce :: (op, [x], [mask], levels) -> x'`` (K-less output).
+
+    Reference loop (one column, ``sdfg_scan.reference.column_fold``; ``valid(k) = mask[k] and
+    k < levels``)::
+
+        acc = identity(op); idx = -1
+        for k in range(n):
+            if valid(k):
+                sum/prod: acc = acc (op) x[k]             any/all: acc = acc or/and x[k] != 0
+                min/max/argmin/argmax: if idx < 0 or beats(x[k], acc): acc, idx = x[k], k
+        out = idx if op is argmin/argmax else acc
+
+    Unlike ``np.sum``, the order is part of the result: ``sequential``/``blocked`` fold from level 0
+    (``reverse``: from the last level), ``tree`` uses the fixed pairwise tree of
+    ``reference.column_reduce(order="tree")``. ``beats`` is strict ``<`` (``>``) or "NaN over
+    non-NaN": argmin/argmax give the *first* index of the extreme value and the first NaN if any
+    (like ``np.argmin``); min/max give the value at that index (NaN propagates). Empty columns
+    (``n == 0``, ``levels == 0`` or all masked) give the identity: sum ``-0.0``, prod 1, min +inf,
+    max -inf (integer extremes for integers), argmin/argmax ``-1``, any False, all True.
+    ``levels`` outside ``[0, n]`` act as clamped (the reference raises).
+
+    Connectors: ``_in`` (N-d, N >= 2, any strides), optional ``_mask`` (bool, shape of ``_in``),
+    optional ``_levels`` (integer, K-less), ``_out`` (K-less: dtype of ``_in``; int32/int64 for
+    argmin/argmax; bool for any/all).
+
+    ==============  =========  =============  ==================================================
+    implementation  targets    reproducible   schedule
+    ==============  =========  =============  ==================================================
+    ``sequential``  cpu, gpu   exact          one column per map iteration (GPU: per thread)
+    ``blocked``     cpu        exact          blocks of ``block_size`` cells, vectorised cell loop
+    ``tree``        cpu, gpu   exact          fixed pairwise tree (same bits as ``sequential``
+                                              except for sum/prod), blocks of ``tree_block`` cells
+    ``lanes``       cpu, gpu   replay         ``lanes`` interleaved partial results per column
+    ``auto``        cpu, gpu   (chosen)       see :meth:`choose_implementation`
+    ==============  =========  =============  ==================================================
+    """
+
+    implementations = {
+        "sequential": ExpandColumnReduceSequential,
+        "blocked": ExpandColumnReduceBlocked,
+        "tree": ExpandColumnReduceTree,
+        "lanes": ExpandColumnReduceLanes,
+        "auto": ExpandColumnReduceAuto,
+    }
+    default_implementation = "auto"
+
+    op = properties.Property(dtype=str, default="sum", category="Semantics", desc=f"one of {REDUCE_OPS}")
+    reverse = properties.Property(dtype=bool, default=False, category="Semantics",
+                                  desc="fold from the last level (changes sum/prod bits only)")
+    has_mask = properties.Property(dtype=bool, default=False, category="Semantics",
+                                   desc="a bool '_mask' connector selects the levels that count")
+    has_levels = properties.Property(dtype=bool, default=False, category="Semantics",
+                                     desc="a K-less integer '_levels' connector: only levels k < levels count")
+    block_size = properties.Property(dtype=int, default=2048, category="Expansion",
+                                     desc="cells per block of the 'blocked' expansion")
+    tree_block = properties.Property(dtype=int, default=256, category="Expansion",
+                                     desc="cells per block of the 'tree' expansion on CPU")
+    lanes = properties.Property(dtype=int, default=4, category="Expansion",
+                                desc="partial accumulators per column of the 'lanes' expansion")
+
+    def __init__(self, name, op="sum", axis=-1, mask=False, levels=False, reverse=False, **kwargs):
+        inputs = {"_in": None}
+        if mask:
+            inputs["_mask"] = None
+        if levels:
+            inputs["_levels"] = None
+        super().__init__(name, inputs=inputs, outputs={"_out": None}, **kwargs)
+        self.op, self.axis, self.reverse, self.has_mask, self.has_levels = op, axis, reverse, mask, levels
+
+    def __str__(self):
+        extra = "".join([", mask" if self.has_mask else "", ", levels" if self.has_levels else "",
+                         ", reverse" if self.reverse else ""])
+        return f"ColumnReduce({self.op}, axis={self.axis}{extra})"
+
+    def validate(self, sdfg, state):
+        if self.op not in REDUCE_OPS:
+            raise self.error(f"op must be one of {REDUCE_OPS}, got '{self.op}'")
+        for name, value in (("block_size", self.block_size), ("tree_block", self.tree_block), ("lanes", self.lanes)):
+            if value < 1:
+                raise self.error(f"{name} must be positive, got {value}")
+        for conn, flag in (("_mask", self.has_mask), ("_levels", self.has_levels)):
+            if flag != (conn in self.in_connectors):
+                raise self.error(f"connector '{conn}' {'is missing' if flag else 'is unexpected'}; create the "
+                                 f"node with {conn[1:]}={conn in self.in_connectors}")
+        x = self.check_common(state, ["_in"] + (["_mask"] if self.has_mask else []))[0]
+        if len(x.shape) < 2:
+            raise self.error(f"connector '_in' has rank {len(x.shape)}, expected at least 2 (columns and levels); "
+                             f"add a column axis of size 1")
+        axis = self.resolved_axis(len(x.shape))
+        kless = x.shape[:axis] + x.shape[axis + 1:]
+        if self.has_mask and self.operand(state, "_mask").dtype != dace.bool_:
+            raise self.error(f"connector '_mask' has dtype {self.operand(state, '_mask').dtype}, expected bool")
+        out = self.operand(state, "_out")
+        for conn in ("_out",) + (("_levels",) if self.has_levels else ()):
+            shape = self.operand(state, conn).shape
+            if len(shape) != len(kless) or any(dace.symbolic.inequal_symbols(a, b) for a, b in zip(shape, kless, strict=True)):
+                raise self.error(f"connector '{conn}' has shape {shape}, expected the K-less shape {kless} "
+                                 f"(the shape of '_in' without axis {axis})")
+        if self.has_levels and not np.issubdtype(self.operand(state, "_levels").dtype.as_numpy_dtype(), np.integer):
+            raise self.error(f"connector '_levels' has dtype {self.operand(state, '_levels').dtype}, "
+                             f"expected an integer type")
+        if self.op in ("argmin", "argmax"):
+            want_dt = "int32 or int64"
+            ok = out.dtype in INDEX_DTYPES
+        elif self.op in ("any", "all"):
+            want_dt, ok = "bool", out.dtype == dace.bool_
+        else:
+            want_dt, ok = f"the dtype of '_in' ({x.dtype})", out.dtype == x.dtype
+        if not ok:
+            raise self.error(f"connector '_out' has dtype {out.dtype}, expected {want_dt} for op '{self.op}'")
+
+    def cell_axis(self, state: dace.SDFGState) -> int:
+        """The column axis the blocked expansions block: the unit-stride one, else the smallest stride."""
+        cell = cell_axis_of(self, state, "_in")
+        if cell is not None:
+            return cell
+        x = self.operand(state, "_in")
+        axis = self.resolved_axis(len(x.shape))
+        cols = [d for d in range(len(x.shape)) if d != axis]
+        known = [d for d in cols if not dace.symbolic.issymbolic(x.strides[d])]
+        return min(known, key=lambda d: x.strides[d]) if known else cols[-1]
+
+    def choose_implementation(self, state):
+        cands = self.candidates(state)
+        k_contig = is_contiguous_axis(self.operand(state, "_in"), self.resolved_axis(len(
+            self.operand(state, "_in").shape)))
+        if "lanes" in cands and k_contig and self.op in ("sum", "prod") and self.target(state) == "cpu":
+            return "lanes"
+        if "blocked" in cands:
+            return "blocked"
+        return super().choose_implementation(state)
+
+
+__all__ = ["ColumnReduce", "ExpandColumnReduceAuto", "ExpandColumnReduceBlocked", "ExpandColumnReduceLanes",
+           "ExpandColumnReduceSequential", "ExpandColumnReduceTree", "kernel"]

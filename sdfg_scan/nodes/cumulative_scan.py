@@ -1,0 +1,136 @@
+"""``CumulativeScan``: cumulative sum / product / minimum / maximum along one axis."""
+
+from __future__ import annotations
+
+import dace
+import dace.library
+from dace import properties
+from dace.transformation.transformation import ExpandTransformation
+
+from sdfg_scan.expansions import declare
+from sdfg_scan.expansions.column_loop import ColumnKernel, build_blocked, build_sequential, cell_axis_of
+from sdfg_scan.expansions.environments import ExactArithmetic
+from sdfg_scan.nodes.base import AutoExpansion, ColumnNode
+from sdfg_scan.reference import CUMULATIVE_OPS, identity
+
+# min/max propagate NaN like np.minimum/np.maximum (a NaN carry stays, a NaN input is taken)
+_COMBINE = {"sum": "{a} + {b}", "prod": "{a} * {b}",
+            "min": "{b} if ({b} < {a} or {b} != {b}) else {a}",
+            "max": "{b} if ({b} > {a} or {b} != {b}) else {a}"}
+
+
+def _literal(value) -> str:
+    text = repr(value.item() if hasattr(value, "item") else value)
+    return {"inf": "inf", "-inf": "-inf"}.get(text, text)  # cppunparse writes INFINITY
+
+
+def kernel(node: CumulativeScan, state: dace.SDFGState) -> ColumnKernel:
+    """The per-column program: ``s = x[first]``, then ``s = s (op) x[k]`` (inclusive)."""
+    node.validate(state.sdfg, state)
+    dtype = node.operand(state, "_in").dtype
+    op = _COMBINE[node.op].format(a="s", b="_in")
+    if node.exclusive:
+        ident = _literal(identity(node.op, dtype.as_numpy_dtype()))
+        return ColumnKernel(seq_in=["_in"], seq_out=["_out"], carries={"s": dtype}, reverse=node.reverse,
+                            first=f"_out = {ident}\ns_ = _in", step=f"_out = s\ns_ = {op}")
+    return ColumnKernel(seq_in=["_in"], seq_out=["_out"], carries={"s": dtype}, reverse=node.reverse,
+                        first="s_ = _in\n_out = _in", step=f"s_ = {op}\n_out = s_")
+
+
+@dace.library.expansion
+@declare(targets=("cpu", "gpu"), reproducibility="exact")
+class ExpandCumulativeScanSequential(ExpandTransformation):
+    """One column per map iteration, k-loop inside, carry in a register."""
+
+    environments = [ExactArithmetic]
+
+    @staticmethod
+    def expansion(node, parent_state, parent_sdfg):
+        return build_sequential(node, parent_state, kernel(node, parent_state))
+
+
+@dace.library.expansion
+@declare(targets=("cpu",), reproducibility="exact")
+class ExpandCumulativeScanBlocked(ExpandTransformation):
+    """Blocks of ``block_size`` contiguous cells; k-loop around the vectorised cell loop."""
+
+    environments = [ExactArithmetic]
+
+    @staticmethod
+    def expansion(node, parent_state, parent_sdfg):
+        cell = cell_axis_of(node, parent_state, "_in")
+        if cell is None:
+            raise node.error("the 'blocked' expansion needs a unit-stride non-scan axis (cell-contiguous "
+                             "layout); use 'sequential' for K-contiguous data")
+        return build_blocked(node, parent_state, kernel(node, parent_state), cell, node.block_size)
+
+
+@dace.library.expansion
+class ExpandCumulativeScanAuto(AutoExpansion):
+    """``blocked`` for cell-contiguous data on CPU, else ``sequential``."""
+
+
+@dace.library.node
+class CumulativeScan(ColumnNode):
+    """Cumulative ``op`` along ``axis``: ``cumscan :: (op, [x]) -> [y]``.
+
+    Reference loop (one column, forward, inclusive; ``sdfg_scan.reference.cumulative``)::
+
+        s = x[0]; y[0] = s
+        for k in range(1, n):
+            s = s (op) x[k]; y[k] = s
+
+    ``exclusive`` emits the carry *before* each level (the identity of ``op`` first);
+    ``reverse`` runs from the last level down, outputs stay index-aligned.
+
+    Connectors: ``_in`` (N-d, any strides), ``_out`` (same shape).
+
+    ==============  =========  =============  =====================================================
+    implementation  targets    reproducible   schedule
+    ==============  =========  =============  =====================================================
+    ``sequential``  cpu, gpu   exact          one column per map iteration (K-contiguous; GPU thread)
+    ``blocked``     cpu        exact          blocks of contiguous cells, vectorised cell loop
+    ``auto``        cpu, gpu   exact          ``blocked`` if cells are contiguous on CPU, else sequential
+    ==============  =========  =============  =====================================================
+    """
+
+    implementations = {
+        "sequential": ExpandCumulativeScanSequential,
+        "blocked": ExpandCumulativeScanBlocked,
+        "auto": ExpandCumulativeScanAuto,
+    }
+    default_implementation = "auto"
+
+    op = properties.Property(dtype=str, default="sum", category="Semantics", desc=f"one of {CUMULATIVE_OPS}")
+    reverse = properties.Property(dtype=bool, default=False, category="Semantics", desc="scan from the last level")
+    exclusive = properties.Property(dtype=bool, default=False, category="Semantics",
+                                    desc="emit the carry before each level (identity first)")
+    block_size = properties.Property(dtype=int, default=2048, category="Expansion",
+                                     desc="cells per block of the 'blocked' expansion")
+
+    def __init__(self, name, op="sum", axis=-1, reverse=False, exclusive=False, **kwargs):
+        super().__init__(name, inputs={"_in": None}, outputs={"_out": None}, **kwargs)
+        self.op, self.axis, self.reverse, self.exclusive = op, axis, reverse, exclusive
+
+    def __str__(self):
+        mode = ("exclusive " if self.exclusive else "") + ("reverse" if self.reverse else "forward")
+        return f"CumulativeScan({self.op}, axis={self.axis}, {mode})"
+
+    def validate(self, sdfg, state):
+        if self.op not in CUMULATIVE_OPS:
+            raise self.error(f"op must be one of {CUMULATIVE_OPS}, got '{self.op}'")
+        if self.block_size < 1:
+            raise self.error(f"block_size must be positive, got {self.block_size}")
+        src, dst = self.check_common(state, ["_in", "_out"])
+        if src.dtype != dst.dtype:
+            raise self.error(f"connector '_out' has dtype {dst.dtype}, expected the dtype of '_in' ({src.dtype})")
+
+    def choose_implementation(self, state):
+        cands = self.candidates(state)
+        if "blocked" in cands and cell_axis_of(self, state, "_in") is not None:
+            return "blocked"
+        return super().choose_implementation(state)
+
+
+__all__ = ["CumulativeScan", "ExpandCumulativeScanAuto", "ExpandCumulativeScanBlocked",
+           "ExpandCumulativeScanSequential", "kernel"]

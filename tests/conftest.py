@@ -1,0 +1,57 @@
+"""Test set-up shared by every test module.
+
+- DaCe builds go to a per-process temporary folder (parallel workers and concurrent runs never share
+  a build directory, and no stale build can hide a wrong transformation).
+- ``optimizer.match_exception``: an exception inside ``can_be_applied`` fails the test instead of
+  being swallowed by DaCe's pattern matcher.
+- ``shared_dir``: ``../shared`` beside the repository (fixtures, tools), or a skip with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import dace
+import pytest
+
+import sdfg_scan  # noqa: F401  (registers the library and the frontend lowerings)
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+_BUILD = tempfile.mkdtemp(prefix=f"sdfg_scan_build_{os.getpid()}_")
+dace.Config.set("default_build_folder", value=_BUILD)
+dace.Config.set("optimizer", "match_exception", value=True)
+dace.Config.set("compiler", "allow_view_arguments", value=True)
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not (SHARED / "fixtures" / "icon4py").is_dir():
+        pytest.skip(f"the shared fixtures are absent ({SHARED / 'fixtures' / 'icon4py'} does not exist); "
+                    "they ship beside the repository as ../shared")
+    return SHARED
+
+
+def nvcc_compile(code: str, tmp_path: Path) -> None:
+    """Compile CUDA source with ``nvcc -arch=sm_90`` (object only); skip when nvcc is absent."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not on PATH: CUDA code is generated but not compiled")
+    src = tmp_path / "kernel.cu"
+    src.write_text(code)
+    include = Path(dace.__file__).parent / "runtime" / "include"
+    cmd = [nvcc, "-c", "-std=c++17", "-arch=sm_90", "--fmad=false", f"-I{include}", str(src), "-o",
+           str(tmp_path / "kernel.o")]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 0, f"nvcc failed:\n{res.stderr[-4000:]}"
+
+
+def cuda_code(sdfg: dace.SDFG) -> str:
+    """The ``.cu`` translation unit DaCe generates for an SDFG after the GPU transformation."""
+    objs = [o for o in sdfg.generate_code() if o.language == "cu"]
+    assert objs, "no CUDA code object was generated"
+    return objs[0].clean_code

@@ -1,0 +1,140 @@
+"""Test helper for the real gt4py/icon4py SDFGs in ``../shared/fixtures/icon4py``.
+
+Loads a fixture, builds seeded inputs in physical ranges (the logic of
+``../shared/tools/run_sdfg_fixture.py``, imported from there), compiles an SDFG once per session
+(module-level cache keyed by a caller-given key), runs it and compares outputs bitwise (NaNs by
+position). Tests that use it skip with a clear reason when the shared folder is absent.
+
+Both the original and the transformed SDFG are compiled with the same host flags: DaCe's defaults
+plus :class:`sdfg_scan.expansions.environments.ExactArithmetic`'s flags (no FP contraction, no
+reciprocal math), so that "bitwise equal" compares the transformation, not compiler flag choices.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import sys
+import tempfile
+from pathlib import Path
+
+import dace
+import numpy as np
+import pytest
+
+from sdfg_scan.expansions.environments import ExactArithmetic
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+FIXTURES = SHARED / "fixtures" / "icon4py"
+TOOL = SHARED / "tools" / "run_sdfg_fixture.py"
+SKIP_REASON = f"the icon4py SDFG fixtures are absent (expected {FIXTURES} and {TOOL})"
+
+NCELLS, NLEV, SEED = 23, 65, 42
+
+# every (program, form) file stem; "lowered graupel" is lift+validate only (compiling it takes ~500 s)
+FORMS = [
+    "minimal_cumsum_k.lowered", "minimal_cumsum_k.opt",
+    "diagnose_pressure.lowered", "diagnose_pressure.opt",
+    "solve_tridiagonal_matrix_for_w_forward_sweep.lowered", "solve_tridiagonal_matrix_for_w_forward_sweep.opt",
+    "solve_tridiagonal_matrix_for_w_back_substitution.lowered",
+    "solve_tridiagonal_matrix_for_w_back_substitution.opt",
+    "graupel_run.lowered", "graupel_run.opt_nohooks", "graupel_run.opt_hooks",
+    "graupel_run_dyn.lowered", "graupel_run_dyn.opt_nohooks",
+]
+SLOW = {"graupel_run.opt_nohooks", "graupel_run.opt_hooks", "graupel_run_dyn.opt_nohooks"}
+NO_COMPILE = {"graupel_run.lowered", "graupel_run_dyn.lowered"}
+
+_LOADED: dict[str, dace.SDFG] = {}
+_COMPILED: dict[str, object] = {}
+_BUILD = Path(tempfile.mkdtemp(prefix="sdfg_scan_fixtures_"))
+
+
+def available() -> bool:
+    return FIXTURES.is_dir() and TOOL.is_file()
+
+
+def require() -> None:
+    if not available():
+        pytest.skip(SKIP_REASON)
+
+
+def _tool():
+    if "run_sdfg_fixture" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("run_sdfg_fixture", TOOL)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["run_sdfg_fixture"] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules["run_sdfg_fixture"]
+
+
+def path_of(form: str) -> Path:
+    for ext in (".sdfg", ".sdfgz"):
+        p = FIXTURES / (form + ext)
+        if p.is_file():
+            return p
+    raise FileNotFoundError(f"no fixture file for '{form}' in {FIXTURES}")
+
+
+def load(form: str) -> dace.SDFG:
+    """A fresh deep copy of the fixture SDFG (the file is parsed once per session)."""
+    require()
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
+    if form not in _LOADED:
+        _LOADED[form] = dace.SDFG.from_file(str(path_of(form)))
+    return copy.deepcopy(_LOADED[form])
+
+
+def inputs(form: str, sdfg: dace.SDFG | None = None, ncells: int = NCELLS, nlev: int = NLEV, seed: int = SEED):
+    """Seeded keyword arguments for ``form`` (aliased in/out buffers as the icon4py driver sets them)."""
+    tool = _tool()
+    sdfg = sdfg or load(form)
+    cfg = tool.PROGRAMS.get(form.split(".")[0], {})
+    static = form.startswith(("diagnose_pressure", "graupel_run."))
+    kw, _ = tool.build_args(sdfg, cfg, 100 if static else ncells, 65 if static else nlev, seed)
+    return kw
+
+
+def fresh(kw: dict) -> dict:
+    """Copies of the arrays in ``kw`` (aliased arrays stay aliased)."""
+    by_id: dict[int, np.ndarray] = {}
+    out = {}
+    for k, v in kw.items():
+        if isinstance(v, np.ndarray):
+            if id(v) not in by_id:
+                by_id[id(v)] = v.copy(order="K")
+            out[k] = by_id[id(v)]
+        else:
+            out[k] = v
+    return out
+
+
+def compile_once(key: str, sdfg: dace.SDFG):
+    """Compile ``sdfg`` once per session under ``key`` (same exact host flags for every SDFG)."""
+    if key not in _COMPILED:
+        sdfg = copy.deepcopy(sdfg)
+        sdfg.name = "fx_" + "".join(ch if ch.isalnum() else "_" for ch in key)[:80]
+        sdfg.build_folder = str(_BUILD / sdfg.name)
+        args = dace.Config.get("compiler", "cpu", "args") + " " + " ".join(ExactArithmetic.cmake_compile_flags)
+        with dace.config.set_temporary("compiler", "cpu", "args", value=args):
+            _COMPILED[key] = sdfg.compile()
+    return _COMPILED[key]
+
+
+def run(key: str, sdfg: dace.SDFG, kw: dict) -> dict[str, np.ndarray]:
+    """Run the compiled ``sdfg`` on copies of ``kw``; return every array argument afterwards."""
+    csdfg = compile_once(key, sdfg)
+    args = fresh(kw)
+    csdfg(**args)
+    return {k: v for k, v in args.items() if isinstance(v, np.ndarray)}
+
+
+def assert_bitwise_equal(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
+    """Every output equal bit for bit; NaNs must sit at the same positions."""
+    assert set(a) == set(b), (sorted(a), sorted(b))
+    for k in sorted(a):
+        x, y = a[k], b[k]
+        if x.dtype.kind == "f":
+            assert np.array_equal(np.isnan(x), np.isnan(y)), f"'{k}': NaN positions differ"
+            assert np.array_equal(x, y, equal_nan=True), f"'{k}': max abs diff {np.nanmax(np.abs(x - y))}"
+        else:
+            assert np.array_equal(x, y), f"'{k}': {int(np.sum(x != y))} elements differ"

@@ -1,0 +1,258 @@
+"""ColumnReduce: every op x expansion x layout x dtype against ``reference.column_reduce``.
+
+One SDFG per (layout, dtype) holds a node per (op, expansion, variant) and is compiled once with
+symbolic sizes; exact expansions are compared bitwise, ``lanes`` (replay) with a tolerance.
+"""
+
+from __future__ import annotations
+
+import dace
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
+
+import sdfg_scan
+from sdfg_scan import reference as R
+from tests.conftest import cuda_code, nvcc_compile
+
+N, K = dace.symbol("N"), dace.symbol("K")
+OPS = R.REDUCE_OPS
+IMPLS = ("sequential", "blocked", "tree", "lanes")
+EXACT = {"sequential": "sequential", "blocked": "sequential", "tree": "tree"}
+VARIANTS = ("plain", "masked")  # masked: mask and per-column levels
+LAYOUTS = ("kcontig", "cellcontig")
+DTYPES = (np.float64, np.float32)
+
+
+def _out_dtype(op, dt):
+    return np.int64 if op.startswith("arg") else (np.bool_ if op in ("any", "all") else dt)
+
+
+def add_reduce(sdfg, st, name, op, impl, layout, masked, reverse=False, **props):
+    """Add a ColumnReduce node reading x (and m, lev) and writing a new output ``name``."""
+    axis = -1 if layout == "kcontig" else 0
+    sdfg.add_array(name, [N], dace.typeclass(_out_dtype(op, sdfg.arrays["x"].dtype.as_numpy_dtype().type)))
+    node = sdfg_scan.ColumnReduce(name, op=op, axis=axis, mask=masked, levels=masked, reverse=reverse)
+    node.implementation = impl
+    for key, value in props.items():
+        setattr(node, key, value)
+    st.add_node(node)
+    conns = {"_in": "x"} | ({"_mask": "m", "_levels": "lev"} if masked else {})
+    for conn, data in conns.items():
+        st.add_edge(st.add_read(data), None, node, conn, dace.Memlet.from_array(data, sdfg.arrays[data]))
+    st.add_edge(node, "_out", st.add_write(name), None, dace.Memlet.from_array(name, sdfg.arrays[name]))
+    return node
+
+
+def base_sdfg(name, layout, dtype):
+    sdfg = dace.SDFG(name)
+    shape = [N, K] if layout == "kcontig" else [K, N]
+    sdfg.add_array("x", shape, dace.typeclass(dtype))
+    sdfg.add_array("m", shape, dace.bool_)
+    sdfg.add_array("lev", [N], dace.int32)
+    return sdfg, sdfg.add_state("reduce")
+
+
+def out_name(op, impl, variant, reverse=False):
+    return f"o_{op}_{impl}_{variant}" + ("_rev" if reverse else "")
+
+
+@pytest.fixture(scope="module", params=[(la, dt) for la in LAYOUTS for dt in DTYPES],
+                ids=lambda p: f"{p[0]}-{np.dtype(p[1]).name}")
+def compiled(request):
+    layout, dtype = request.param
+    sdfg, st = base_sdfg(f"test_column_reduce_{layout}_{np.dtype(dtype).name}", layout, dtype)
+    for op in OPS:
+        for impl in IMPLS:
+            for variant in VARIANTS:
+                add_reduce(sdfg, st, out_name(op, impl, variant), op, impl, layout, variant == "masked",
+                           block_size=64, tree_block=16)
+        for variant in VARIANTS:
+            add_reduce(sdfg, st, out_name(op, "sequential", variant, True), op, "sequential", layout,
+                       variant == "masked", reverse=True)
+    sdfg.expand_library_nodes()
+    return layout, dtype, sdfg, sdfg.compile()
+
+
+def run(compiled, x, m, lev):
+    """x, m: (ncol, nlev) in logical layout; returns {output name: array}."""
+    layout, dtype, sdfg, fn = compiled
+    n, k = x.shape
+    xa, ma = (x, m) if layout == "kcontig" else (np.array(x.T, order="C"), np.array(m.T, order="C"))
+    outs = {name: np.zeros(n, dtype=desc.dtype.as_numpy_dtype()) for name, desc in sdfg.arrays.items()
+            if name.startswith("o_")}
+    fn(x=xa.astype(dtype), m=ma, lev=lev.astype(np.int32), N=n, K=k, **outs)
+    return outs
+
+
+def check(outs, x, m, lev):
+    for name, got in outs.items():
+        _, op, impl, variant, *rev = name.split("_")
+        mm, ll = (m, lev) if variant == "masked" else (None, None)
+        if impl == "lanes":
+            want = R.column_reduce(x, op, -1, mm, ll, order="sequential")
+            if got.dtype.kind == "f":
+                tol = 1e-4 if got.dtype == np.float32 else 1e-10
+                np.testing.assert_allclose(got, want, rtol=tol, atol=tol * max(1.0, np.nanmax(np.abs(x), initial=0)),
+                                           err_msg=name)
+            else:
+                np.testing.assert_array_equal(got, want, err_msg=name)
+            continue
+        if rev:
+            want = R.column_fold(x, op, -1, mm, ll, reverse=True)
+        else:
+            want = R.column_reduce(x, op, -1, mm, ll, order=EXACT[impl])
+        assert got.dtype == want.dtype, name
+        assert bitwise_equal(got, want), (name, got[:6], want[:6])
+
+
+def bitwise_equal(a, b):
+    """Bitwise equality; NaNs only need to sit at the same places (payloads are not specified)."""
+    if a.dtype.kind == "f":
+        nan = np.isnan(a)
+        if not np.array_equal(nan, np.isnan(b)):
+            return False
+        a, b = a[~nan], b[~nan]
+    return np.array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+def data(rng, n, k, dtype, special=False):
+    x = rng.standard_normal((n, k)).astype(dtype)
+    if special and x.size:
+        flat = x.reshape(-1)
+        pick = rng.integers(0, flat.size, size=max(1, flat.size // 7))
+        flat[pick] = rng.choice(np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0], dtype=dtype), size=pick.size)
+    m = rng.random((n, k)) > 0.3
+    lev = rng.integers(0, k + 1, n)
+    return x, m, lev
+
+
+@pytest.mark.parametrize("nlev", [1, 2, 65, 90])
+def test_against_reference(compiled, nlev):
+    rng = np.random.default_rng(nlev)
+    for ncol in (1, 37, 130):
+        x, m, lev = data(rng, ncol, nlev, compiled[1])
+        check(run(compiled, x, m, lev), x, m, lev)
+
+
+def test_empty_columns(compiled):
+    x, m, lev = data(np.random.default_rng(0), 5, 0, compiled[1])
+    outs = run(compiled, x, m, lev)
+    check(outs, x, m, lev)
+    assert (outs["o_argmin_sequential_plain"] == -1).all() and outs["o_all_tree_masked"].all()
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_special_values_and_ties(compiled):
+    rng = np.random.default_rng(7)
+    x, m, lev = data(rng, 64, 33, compiled[1], special=True)
+    x[:, 3] = x[:, 9] = -5.0  # ties: the first index wins
+    check(run(compiled, x, m, lev), x, m, lev)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ncol=hs.integers(1, 70), nlev=hs.integers(0, 40), seed=hs.integers(0, 2**16), special=hs.booleans())
+def test_hypothesis(compiled, ncol, nlev, seed, special):
+    x, m, lev = data(np.random.default_rng(seed), ncol, nlev, compiled[1], special)
+    check(run(compiled, x, m, lev), x, m, lev)
+
+
+def test_tree_is_order_free_for_selection_ops():
+    """tree == sequential bitwise for every op but sum/prod (reference level)."""
+    x, m, lev = data(np.random.default_rng(3), 50, 45, np.float64, special=True)
+    for op in OPS:
+        if op not in ("sum", "prod"):
+            a = R.column_reduce(x, op, -1, m, lev, order="tree")
+            b = R.column_fold(x, op, -1, m, lev)
+            assert bitwise_equal(a, b), op
+
+
+def test_auto_choice():
+    for layout, want in (("cellcontig", "blocked"), ("kcontig", "blocked")):
+        sdfg, st = base_sdfg(f"auto_{layout}", layout, np.float64)
+        node = add_reduce(sdfg, st, "o", "sum", "auto", layout, False)
+        assert node.choose_implementation(st) == want
+        node.reproducibility = "replay"
+        assert node.choose_implementation(st) == ("lanes" if layout == "kcontig" else "blocked")
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda s, n: setattr(n, "op", "median"), "op must be one of"),
+    (lambda s, n: s.arrays["o"].__setattr__("dtype", dace.float32), "expected int32 or int64"),
+    (lambda s, n: s.arrays["lev"].__setattr__("dtype", dace.float64), "expected an integer type"),
+    (lambda s, n: s.arrays["m"].__setattr__("dtype", dace.int32), "expected bool"),
+    (lambda s, n: setattr(n, "axis", 2), "out of range"),
+])
+def test_errors(mutate, message):
+    sdfg, st = base_sdfg("errors", "kcontig", np.float64)
+    node = add_reduce(sdfg, st, "o", "argmin", "sequential", "kcontig", True)
+    mutate(sdfg, node)
+    with pytest.raises(ValueError, match=message) as err:
+        node.validate(sdfg, st)
+    assert str(err.value).startswith("sdfg_scan.ColumnReduce 'o': ")
+
+
+def test_levels_wrong_rank():
+    sdfg = dace.SDFG("levels_rank")
+    sdfg.add_array("x", [N, K], dace.float64)
+    sdfg.add_array("lev", [N, K], dace.int32)
+    sdfg.add_array("o", [N], dace.float64)
+    st = sdfg.add_state()
+    node = sdfg_scan.ColumnReduce("r", levels=True)
+    st.add_edge(st.add_read("x"), None, node, "_in", dace.Memlet("x[0:N, 0:K]"))
+    st.add_edge(st.add_read("lev"), None, node, "_levels", dace.Memlet("lev[0:N, 0:K]"))
+    st.add_edge(node, "_out", st.add_write("o"), None, dace.Memlet("o[0:N]"))
+    with pytest.raises(ValueError, match="expected the K-less shape"):
+        node.validate(sdfg, st)
+
+
+def test_reference_errors():
+    x = np.zeros((3, 4))
+    with pytest.raises(ValueError, match="levels must lie in"):
+        R.column_fold(x, "sum", levels=np.array([0, 5, 1]))
+    with pytest.raises(ValueError, match="unknown reduction op"):
+        R.column_fold(x, "mean")
+
+
+def test_frontend():
+    @dace.program
+    def prog(x: dace.float64[N, K], m: dace.bool_[N, K], lev: dace.int32[N], a: dace.int64[N], s: dace.float64[N]):
+        a[:] = sdfg_scan.column_reduce(x, "argmin", axis=-1)
+        s[:] = sdfg_scan.column_reduce(x, "sum", axis=1, mask=m, levels=lev)
+
+    sdfg = prog.to_sdfg()
+    nodes = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, sdfg_scan.ColumnReduce)]
+    assert sorted(n.op for n in nodes) == ["argmin", "sum"]
+    x, m, lev = data(np.random.default_rng(1), 9, 13, np.float64)
+    a, s = np.zeros(9, np.int64), np.zeros(9)
+    sdfg(x=x, m=m, lev=lev.astype(np.int32), a=a, s=s, N=9, K=13)
+    assert np.array_equal(a, np.argmin(x, axis=1))
+    assert np.array_equal(s, R.column_fold(x, "sum", -1, m, lev))
+    assert np.array_equal(sdfg_scan.column_reduce(x, "argmin"), np.argmin(x, axis=1))
+
+
+@pytest.fixture(scope="module")
+def gpu_sdfg():
+    sdfg, st = base_sdfg("test_column_reduce_gpu", "cellcontig", np.float64)
+    for impl in ("sequential", "tree", "lanes", "auto"):
+        add_reduce(sdfg, st, f"o_argmin_{impl}", "argmin", impl, "cellcontig", True)
+        add_reduce(sdfg, st, f"o_sum_{impl}", "sum", impl, "cellcontig", False)
+    sdfg.apply_gpu_transformations()
+    sdfg.expand_library_nodes()
+    return sdfg
+
+
+@pytest.mark.gpu
+def test_gpu_codegen(gpu_sdfg):
+    cu = cuda_code(gpu_sdfg)
+    assert cu.count("__global__") >= 8
+    # the GPU tree works on one column per thread
+    assert "st[34][1]" in cu
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_gpu_nvcc(gpu_sdfg, tmp_path):
+    nvcc_compile(cuda_code(gpu_sdfg), tmp_path)

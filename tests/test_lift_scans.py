@@ -1,0 +1,197 @@
+"""LiftScans: lifts every scan of the real gt4py/icon4py SDFGs, bitwise; refuses what it must refuse."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+import textwrap
+
+import dace
+import icon4py_fixtures as fx
+import numpy as np
+import pytest
+from dace.sdfg.state import LoopRegion
+
+import sdfg_scan
+from sdfg_scan.nodes.scan import Scan
+from sdfg_scan.scan_structure import analyze_scan, find_scans
+from sdfg_scan.transformations import LiftScans
+
+# ------------------------------------------------------------------------------------------------
+# a small gt4py-shaped program built with the API: map i -> nested SDFG (entry copy, k-loop)
+# ------------------------------------------------------------------------------------------------
+N, K = dace.symbol("N"), dace.symbol("K")
+
+
+def column_sdfg(*, stride=1, inverted=False, two_loops=False, entry_tasklet=False, cond_edge=False,
+                unconnected=False, backward=False) -> dace.SDFG:
+    """``out[k] = c = c + x[k]`` for one column, written like gt4py's scan nested SDFG."""
+    s = dace.SDFG("column")
+    s.using_explicit_control_flow = True
+    s.add_symbol("K", dace.int32)
+    s.add_array("x", [K], dace.float64)
+    s.add_array("out", [K], dace.float64)
+    s.add_scalar("init", dace.float64)
+    s.add_scalar("c", dace.float64, transient=True)
+    s.add_scalar("t", dace.float64, transient=True)
+    if unconnected:
+        s.add_array("extra", [K], dace.float64)
+    entry = s.add_state("entry", is_start_block=True)
+    entry.add_nedge(entry.add_read("init"), entry.add_write("c"), dace.Memlet("init[0]"))
+    if entry_tasklet:
+        tk = entry.add_tasklet("work", {"a": None}, {"b": None}, "b = a * 2")
+        entry.add_edge(entry.add_read("x"), None, tk, "a", dace.Memlet("x[0]"))
+        entry.add_edge(tk, "b", entry.add_write("t"), None, dace.Memlet("t[0]"))
+    if backward:
+        loop = LoopRegion("lp", "k >= 0", "k", "k = K - 1", "k = k - 1", inverted=inverted)
+    else:
+        loop = LoopRegion("lp", "k < K", "k", "k = 0", f"k = k + {stride}", inverted=inverted)
+    s.add_node(loop)
+    s.add_edge(entry, loop, dace.InterstateEdge(condition="K > 0" if cond_edge else None))
+    body = loop.add_state("compute", is_start_block=True)
+    tk = body.add_tasklet("add", {"a": None, "b": None}, {"o": None}, "o = a + b")
+    body.add_edge(body.add_read("c"), None, tk, "a", dace.Memlet("c[0]"))
+    body.add_edge(body.add_read("x"), None, tk, "b", dace.Memlet("x[k]"))
+    tw = body.add_write("t")
+    body.add_edge(tk, "o", tw, None, dace.Memlet("t[0]"))
+    body.add_nedge(tw, body.add_write("out"), dace.Memlet("t[0] -> [k]"))
+    upd = loop.add_state("update")
+    loop.add_edge(body, upd, dace.InterstateEdge())
+    upd.add_nedge(upd.add_read("t"), upd.add_write("c"), dace.Memlet("t[0]"))
+    if two_loops:
+        loop2 = LoopRegion("lp2", "k2 < K", "k2", "k2 = 0", "k2 = k2 + 1")
+        s.add_node(loop2)
+        s.add_edge(loop, loop2, dace.InterstateEdge())
+        loop2.add_state("nothing", is_start_block=True)
+    return s
+
+
+def program(in_map=True, **kw) -> dace.SDFG:
+    sdfg = dace.SDFG("lift_prog")
+    sdfg.using_explicit_control_flow = True
+    sdfg.add_array("X", [N, K], dace.float64)
+    sdfg.add_array("OUT", [N, K], dace.float64)
+    sdfg.add_array("INIT", [N], dace.float64)
+    st = sdfg.add_state("main", is_start_block=True)
+    col = column_sdfg(**kw)
+    ins, outs = {"x": None, "init": None}, {"out": None}
+    if in_map:
+        me, mx = st.add_map("cols", {"i": "0:N"})
+        ns = st.add_nested_sdfg(col, ins, outs, symbol_mapping={"K": K})
+        st.add_memlet_path(st.add_read("X"), me, ns, dst_conn="x", memlet=dace.Memlet("X[i, 0:K]"))
+        st.add_memlet_path(st.add_read("INIT"), me, ns, dst_conn="init", memlet=dace.Memlet("INIT[i]"))
+        st.add_memlet_path(ns, mx, st.add_write("OUT"), src_conn="out", memlet=dace.Memlet("OUT[i, 0:K]"))
+    else:
+        ns = st.add_nested_sdfg(col, ins, outs, symbol_mapping={"K": K})
+        st.add_edge(st.add_read("X"), None, ns, "x", dace.Memlet("X[0, 0:K]"))
+        st.add_edge(st.add_read("INIT"), None, ns, "init", dace.Memlet("INIT[0]"))
+        st.add_edge(ns, "out", st.add_write("OUT"), None, dace.Memlet("OUT[0, 0:K]"))
+    return sdfg
+
+
+def lift(sdfg: dace.SDFG) -> int:
+    return sdfg.apply_transformations_repeated(LiftScans)
+
+
+def test_lift_api_program_bitwise():
+    sdfg = program()
+    ref = copy.deepcopy(sdfg)
+    assert lift(sdfg) == 1
+    sdfg.validate()
+    (node,) = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Scan)]
+    assert (node.columns, node.direction, node.loop_variable, str(node.start), str(node.stop)) == (
+        "single", "forward", "k", "0", "K")
+    rng = np.random.default_rng(0)
+    x, init = rng.random((7, 65)), rng.random(7)
+    a, b = np.zeros((7, 65)), np.zeros((7, 65))
+    ref.name, sdfg.name = "lift_prog_ref", "lift_prog_lifted"
+    ref(X=x, OUT=a, INIT=init, N=7, K=65)
+    sdfg(X=x, OUT=b, INIT=init, N=7, K=65)
+    assert np.array_equal(a, b)
+    assert np.array_equal(b, init[:, None] + np.cumsum(x, axis=1)) or np.allclose(b, init[:, None] + np.cumsum(x, 1))
+
+
+@pytest.mark.parametrize("breaks", [
+    pytest.param(dict(in_map=False), id="not_in_map"),
+    pytest.param(dict(stride=2), id="stride_2"),
+    pytest.param(dict(inverted=True), id="inverted_loop"),
+    pytest.param(dict(two_loops=True), id="two_loops"),
+    pytest.param(dict(entry_tasklet=True), id="entry_computes"),
+    pytest.param(dict(cond_edge=True), id="conditional_entry_edge"),
+    pytest.param(dict(unconnected=True), id="unconnected_container"),
+])
+def test_does_not_apply(breaks):
+    sdfg = program(**breaks)
+    before = json.dumps(sdfg.to_json(), sort_keys=True)
+    assert lift(sdfg) == 0
+    assert json.dumps(sdfg.to_json(), sort_keys=True) == before
+
+
+def test_backward_structure():
+    s = analyze_scan(column_sdfg(backward=True))
+    assert (s.direction, str(s.start), str(s.stop), str(s.first_level)) == ("backward", "0", "K", "K - 1")
+    assert s.carries["c"].kind == "recurrent" and s.carries["c"].init == "init"
+
+
+def test_round_trip_fresh_process(tmp_path):
+    sdfg = program()
+    lift(sdfg)
+    (node,) = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Scan)]
+    node.implementation = "sequential"
+    path = tmp_path / "lifted.sdfg"
+    sdfg.save(str(path))
+    code = textwrap.dedent(f"""
+        import json, dace
+        sdfg = dace.SDFG.from_file({str(path)!r})
+        (n,) = [n for n, _ in sdfg.all_nodes_recursive() if type(n).__name__ in ("Scan", "UnregisteredLibraryNode")]
+        print(json.dumps(dict(cls=type(n).__module__ + "." + type(n).__name__, impl=n.implementation,
+            columns=n.columns, direction=n.direction, var=n.loop_variable, start=str(n.start), stop=str(n.stop),
+            mapping={{k: str(v) for k, v in n.symbol_mapping.items()}}, body=sorted(n.body.arrays), ins=sorted(n.in_connectors), outs=sorted(n.out_connectors))))
+        sdfg.validate()
+    """)
+    out = subprocess.run([sys.executable, "-c", "import sdfg_scan\n" + code], capture_output=True, text=True,
+                         check=True).stdout.strip().splitlines()[-1]
+    got = json.loads(out)
+    assert got == dict(cls="sdfg_scan.nodes.scan.Scan", impl="sequential", columns="single", direction="forward",
+                       var="k", start="0", stop="K", mapping={"K": "K"}, body=sorted(node.body.arrays),
+                       ins=["init", "x"], outs=["out"])
+
+
+# ------------------------------------------------------------------------------------------------
+# the real fixtures
+# ------------------------------------------------------------------------------------------------
+def _scan_nsdfgs(sdfg):
+    return [n for n, _ in sdfg.all_nodes_recursive()
+            if isinstance(n, dace.nodes.NestedSDFG) and any(isinstance(b, LoopRegion) for b in n.sdfg.nodes())]
+
+
+@pytest.mark.fixtures
+@pytest.mark.parametrize("form", fx.FORMS)
+def test_lift_every_fixture(form):
+    sdfg = fx.load(form)
+    before = len(find_scans(sdfg))
+    assert before >= 1
+    assert lift(sdfg) == before
+    sdfg.validate()
+    assert not _scan_nsdfgs(sdfg), "a k-loop nested SDFG was left unlifted"
+    scans = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Scan)]
+    assert len(scans) == before and all(s.columns == "single" for s in scans)
+
+
+@pytest.mark.fixtures
+@pytest.mark.parametrize("form", [f for f in fx.FORMS if f not in fx.NO_COMPILE])
+def test_lifted_fixture_bitwise(form):
+    if form in fx.SLOW and not fx.available():
+        pytest.skip(fx.SKIP_REASON)
+    sdfg = fx.load(form)
+    kw = fx.inputs(form, sdfg)
+    original = fx.run(form, sdfg, kw)
+    lifted = fx.load(form)
+    assert lift(lifted) >= 1
+    fx.assert_bitwise_equal(original, fx.run(form + "+lifted", lifted, kw))
+
+
+def test_package_exports_scan():
+    assert sdfg_scan.Scan is Scan

@@ -1,0 +1,236 @@
+"""The general Scan node and ``sdfg_scan.scan``: bitwise against ``reference.scan``."""
+
+from __future__ import annotations
+
+import copy
+
+import dace
+import numpy as np
+import pytest
+from conftest import cuda_code, nvcc_compile
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import sdfg_scan
+from sdfg_scan import reference
+from sdfg_scan.nodes.scan import Scan
+from sdfg_scan.scan_structure import analyze_scan
+
+N, K = dace.symbol("N"), dace.symbol("K")
+NLEVS, NCOLS = (1, 2, 65, 90), (1, 7, 1000)
+
+
+def body(c, x, k):
+    """Two carries, an offset read (x[1] at k-1) and one per-level output."""
+    s, m = c
+    s2 = s * x[0] + x[1, -1]
+    m2 = np.maximum(m, x[0])
+    return (s2, m2), (s2 - x[1],)
+
+
+def _program(reverse: bool, emit: str, dtype, name: str) -> dace.SDFG:
+    T = dace.float32 if dtype == np.float32 else dace.float64
+
+    m = K + 1 if emit == "include_initial" else K
+
+    def prog(a, b, i0, c0, c1, y, f0, f1):
+        r0, r1, ry, g0, g1 = sdfg_scan.scan(body, (i0, -1.0), (a, b), axis=1, reverse=reverse, emit=emit,
+                                            final=True)
+        c0[:] = r0
+        c1[:] = r1
+        y[:] = ry
+        f0[:] = g0
+        f1[:] = g1
+
+    prog.__annotations__ = dict(a=T[N, K], b=T[N, K], i0=T[N], c0=T[N, m], c1=T[N, m], y=T[N, K], f0=T[N], f1=T[N])
+    prog = dace.program(prog)
+    sdfg = prog.to_sdfg(simplify=True)
+    sdfg.name = name
+    # symbolic strides: one compiled SDFG serves K-contiguous and cell-contiguous layouts
+    for arr in ("a", "b", "c0", "c1", "y"):
+        d = sdfg.arrays[arr]
+        for i in (0, 1):
+            sdfg.add_symbol(f"s_{arr}_{i}", dace.int64)
+        d.strides = (dace.symbol(f"s_{arr}_0", dace.int64), dace.symbol(f"s_{arr}_1", dace.int64))
+        d.total_size = d.shape[0] * d.shape[1] * 2
+    return sdfg
+
+
+_COMPILED: dict = {}
+
+
+def compiled(reverse, emit, dtype):
+    key = (reverse, emit, np.dtype(dtype).name)
+    if key not in _COMPILED:
+        sdfg = _program(reverse, emit, dtype, "scan_" + "_".join(map(str, key)))
+        sdfg.validate()
+        _COMPILED[key] = (sdfg, sdfg.compile())
+    return _COMPILED[key][1]
+
+
+def run(csdfg, a, b, i0, emit, order):
+    n, k = a.shape
+    m = k + 1 if emit == "include_initial" else k
+    outs = {nm: np.zeros((n, m if nm in ("c0", "c1") else k), dtype=a.dtype, order=order) for nm in ("c0", "c1", "y")}
+    f0, f1 = np.zeros(n, a.dtype), np.zeros(n, a.dtype)
+    a, b = np.asarray(a, order=order), np.asarray(b, order=order)
+    syms = {}
+    for nm, arr in {"a": a, "b": b, **outs}.items():
+        syms[f"s_{nm}_0"], syms[f"s_{nm}_1"] = (s // arr.itemsize for s in arr.strides)
+    csdfg(a=a, b=b, i0=i0, f0=f0, f1=f1, N=n, K=k, **outs, **syms)
+    return outs["c0"], outs["c1"], outs["y"], f0, f1
+
+
+def expected(a, b, i0, reverse, emit):
+    (c0, c1), (y,), (f0, f1) = reference.scan(body, (i0, a.dtype.type(-1.0)), {0: a, 1: b}, axis=1, reverse=reverse,
+                                              emit=emit)
+    return c0, c1, y, f0, f1
+
+
+def _same(got, want):
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape
+        assert np.array_equal(np.isnan(g), np.isnan(w)) and np.array_equal(g, w, equal_nan=True)
+
+
+CONFIGS = [(r, e, np.float64) for r in (False, True) for e in reference.EMIT_MODES] + [
+    (False, "inclusive", np.float32), (True, "exclusive", np.float32)]
+
+
+@pytest.mark.parametrize("reverse,emit,dtype", CONFIGS,
+                         ids=[f"{'bwd' if r else 'fwd'}-{e}-{np.dtype(d).name}" for r, e, d in CONFIGS])
+def test_scan_matches_reference_bitwise(reverse, emit, dtype):
+    csdfg = compiled(reverse, emit, dtype)
+    rng = np.random.default_rng(1)
+    for nlev in NLEVS:
+        for ncol in NCOLS:
+            a = rng.uniform(0.5, 1.0, (ncol, nlev)).astype(dtype)
+            b = rng.uniform(-1.0, 1.0, (ncol, nlev)).astype(dtype)
+            i0 = rng.uniform(-1.0, 1.0, ncol).astype(dtype)
+            want = expected(a, b, i0, reverse, emit)
+            for order in ("C", "F"):  # K-contiguous, cell-contiguous
+                _same(run(csdfg, a, b, i0, emit, order), want)
+
+
+@settings(max_examples=25, deadline=None)
+@given(hnp.arrays(np.float64, st.tuples(st.integers(1, 9), st.integers(1, 12)),
+                  elements=st.floats(allow_nan=True, allow_infinity=True, width=64)),
+       st.booleans())
+def test_scan_hypothesis_values(a, reverse):
+    csdfg = compiled(reverse, "inclusive", np.float64)
+    b = a[:, ::-1].copy()
+    i0 = a[:, 0].copy()
+    _same(run(csdfg, a, b, i0, "inclusive", "C"), expected(a, b, i0, reverse, "inclusive"))
+
+
+def test_python_call_is_the_reference():
+    a, b, i0 = np.ones((3, 4)), np.arange(12.0).reshape(3, 4), np.zeros(3)
+    got = sdfg_scan.scan(body, (i0, -1.0), (a, b), axis=1, final=True)
+    want = expected(a, b, i0, False, "inclusive")
+    _same(got, want)
+
+
+# -- a diagnose_pressure-like backward scan with a first-level flag -------------------------------------
+
+def pressure(c, x, k):
+    ifc, p, first = c
+    new_ifc = ifc * x[0]
+    new_p = np.where(first, ifc * 0.5 + new_ifc * 0.5, np.sqrt(ifc * new_ifc))
+    return (new_ifc, new_p, False), ()
+
+
+def test_pressure_like_backward_flag_scan():
+    @dace.program
+    def prog(fac: dace.float64[N, K], ps: dace.float64[N], pifc: dace.float64[N, K], p: dace.float64[N, K]):
+        r0, r1, r2 = sdfg_scan.scan(pressure, (ps, 0.0, True), (fac,), axis=1, reverse=True)
+        pifc[:] = r0
+        p[:] = r1
+
+    sdfg = prog.to_sdfg()
+    (node,) = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Scan)]
+    s = analyze_scan(node.body)
+    assert s.direction == "backward" and s.carries["_c2"].dtype == dace.bool_
+    rng = np.random.default_rng(3)
+    fac, ps = rng.uniform(0.9, 1.0, (7, 65)), rng.uniform(9e4, 1e5, 7)
+    pifc, p = np.zeros((7, 65)), np.zeros((7, 65))
+    sdfg(fac=fac, ps=ps, pifc=pifc, p=p, N=7, K=65)
+    (w_ifc, w_p, _), _, _ = reference.scan(pressure, (ps, 0.0, True), {0: fac}, axis=1, reverse=True,
+                                           dtypes=[np.float64, np.float64, np.bool_])
+    assert np.array_equal(pifc, w_ifc) and np.array_equal(p, w_p)
+
+
+# -- structure, validation, GPU ---------------------------------------------------------------------
+
+def test_body_is_a_column_scan_and_round_trips(tmp_path):
+    sdfg = _program(True, "include_initial", np.float64, "scan_rt")
+    (node,) = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Scan)]
+    s = analyze_scan(node.body)
+    assert (s.direction, node.columns, node.emit) == ("backward", "map", "include_initial")
+    assert {c.kind for c in s.carries.values()} == {"recurrent"}
+    path = tmp_path / "s.sdfg"
+    sdfg.save(str(path))
+    back = dace.SDFG.from_file(str(path))
+    (n2,) = [n for n, _ in back.all_nodes_recursive() if isinstance(n, Scan)]
+    assert (n2.emit, n2.axis, n2.columns, n2.direction, n2.implementation) == (
+        "include_initial", 1, "map", "backward", "auto")
+    back.validate()
+
+
+def test_unknown_emit_mode_is_refused():
+    @dace.program
+    def prog(a: dace.float64[N, K], o: dace.float64[N, K]):
+        o[:] = sdfg_scan.scan(body, (0.0, 0.0), (a, a), axis=1, emit="both")[0]
+
+    with pytest.raises(ValueError, match="unknown emit mode 'both'"):
+        prog.to_sdfg()
+
+
+def test_axis_out_of_range_is_refused():
+    @dace.program
+    def prog(a: dace.float64[N, K], o: dace.float64[N, K]):
+        o[:] = sdfg_scan.scan(body, (0.0, 0.0), (a, a), axis=2)[0]
+
+    with pytest.raises(ValueError, match="axis 2 is out of range"):
+        prog.to_sdfg()
+
+
+def test_validation_names_node_and_connector():
+    sdfg = _program(False, "inclusive", np.float64, "scan_val")
+    state = next(st for st in sdfg.states() if any(isinstance(n, Scan) for n in st.nodes()))
+    node = next(n for n in state.nodes() if isinstance(n, Scan))
+    bad = copy.deepcopy(sdfg)
+    bstate = next(st for st in bad.states() if any(isinstance(n, Scan) for n in st.nodes()))
+    bnode = next(n for n in bstate.nodes() if isinstance(n, Scan))
+    bnode.body.arrays["init0"].dtype = dace.float32
+    with pytest.raises(ValueError, match=r"sdfg_scan.Scan 'scan': connector 'init0' \(carry init\) has dtype"):
+        bnode.validate(bad, bstate)
+    node.emit = "sideways"
+    with pytest.raises(ValueError, match="unknown emit mode 'sideways'"):
+        node.validate(sdfg, state)
+    node.emit = "inclusive"
+    node.axis = 5
+    with pytest.raises(ValueError, match="axis 5 is out of range"):
+        node.validate(sdfg, state)
+    node.axis = 1
+    node.direction = "backward"
+    with pytest.raises(ValueError, match="sync_from_body"):
+        node.validate(sdfg, state)
+
+
+def test_rank_mismatch_is_refused():
+    @dace.program
+    def prog(a: dace.float64[N, K], b: dace.float64[K], o: dace.float64[N, K]):
+        o[:] = sdfg_scan.scan(body, (0.0, 0.0), (a, b), axis=-1)[0]
+
+    with pytest.raises(Exception, match="connector 'xs1' has rank 1, expected rank 2"):
+        prog.to_sdfg().validate()
+
+
+@pytest.mark.gpu
+def test_gpu_codegen_has_the_column_kernel(tmp_path):
+    sdfg = _program(False, "inclusive", np.float64, "scan_gpu")
+    sdfg.apply_gpu_transformations()
+    code = cuda_code(sdfg)
+    assert "__global__" in code and "for (_k = 0" in code.replace("int64_t ", "").replace("long long ", "")
+    nvcc_compile(code, tmp_path)

@@ -1,0 +1,15 @@
+"""sdfg_scan's pattern transformations (imported as ``sdfg_scan.transformations``), one per file."""
+
+__all__: list[str] = []
+
+from sdfg_scan.transformations.lift_scans import LiftScans  # noqa: E402
+
+__all__.append("LiftScans")
+
+from sdfg_scan.transformations.remove_scan_self_copies import RemoveScanSelfCopies  # noqa: E402
+
+__all__.append("RemoveScanSelfCopies")
+
+from sdfg_scan.transformations.peel_boundary_levels import PeelBoundaryLevels  # noqa: E402
+
+__all__.append("PeelBoundaryLevels")
