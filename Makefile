@@ -23,7 +23,9 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
+# the benchmarks' numba and JAX peers (benchmarks/peers.py) come from the `bench` extra; demo/test stay lean
 bench: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[test,bench]'
 	$(BIN)/python benchmarks/bench_scans.py
 
 clean:

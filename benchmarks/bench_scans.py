@@ -1,9 +1,9 @@
 """Speed of the scan nodes against the memory-bandwidth limit (issue: scan foundation).
 
 For cumsum and the linear recurrence at ``ncol x nlev`` (default 81920 x 90, float64), both
-layouts: every expansion, ``auto``, NumPy, and the naive Map->k-loop schedule (which is what the
-``sequential`` expansion and gt4py's scan lowering generate), timed in one run together with the
-bandwidth probe. Run: ``python benchmarks/bench_scans.py [ncol nlev]``.
+layouts: every expansion, ``auto``, NumPy, numba and JAX (``benchmarks/peers.py``), and the naive
+Map->k-loop schedule (which is what the ``sequential`` expansion and gt4py's scan lowering generate),
+timed in one run together with the bandwidth probe. Run: ``python benchmarks/bench_scans.py [ncol nlev]``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import Row, bandwidth_probe, best_time, print_table  # noqa: E402
+from benchmarks.peers import peer_rows  # noqa: E402
 from sdfg_scan.harness import numpy_array, one_node_sdfg  # noqa: E402
 from sdfg_scan.nodes import CumulativeScan, LinearRecurrence  # noqa: E402
 
@@ -65,6 +66,7 @@ def main(ncol: int = 81920, nlev: int = 90) -> list[Row]:
             rows.append(Row("cumsum", layout, label, t, 2 * field, base))
         rows.append(Row("cumsum", layout, "numpy", best_time(lambda: np.cumsum(x, axis=1, out=out)),
                         2 * field, base))
+        rows += peer_rows("cumsum", layout, {"x": x}, 2 * field, base)
         base = None
         for impl in impls:
             prog = linrec_sdfg(impl, layout).compile()
@@ -74,6 +76,7 @@ def main(ncol: int = 81920, nlev: int = 90) -> list[Row]:
             rows.append(Row("linear recurrence", layout, label, t, 3 * field, base))
         rows.append(Row("linear recurrence", layout, "numpy (k-loop of vector ops)",
                         best_time(lambda: linrec_numpy(a, x, out)), 3 * field, base))
+        rows += peer_rows("linear recurrence", layout, {"a": a, "b": x}, 3 * field, base)
     print_table(rows, probe, f"scans, float64, ncol={ncol}, nlev={nlev}")
     return rows
 

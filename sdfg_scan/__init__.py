@@ -10,10 +10,12 @@ from sdfg_scan import reference  # noqa: F401
 from sdfg_scan.nodes import *  # noqa: F401,F403  (node classes must be attributes of this module)
 from sdfg_scan.nodes import __dict__ as _nodes_dict
 
-globals().update({k: v for k, v in _nodes_dict.items()
-                 if not k.startswith("_") and k not in ("base", "ColumnNode", "AutoExpansion")})
+# the node classes (not their modules) become package attributes: register_library finds them here
+globals().update({k: v for k, v in _nodes_dict.items() if isinstance(v, type) and not k.startswith("_")
+                  and k not in ("ColumnNode", "AutoExpansion")})
 
 from sdfg_scan.frontend import *  # noqa: E402,F401,F403
+from sdfg_scan.pipeline import optimize  # noqa: E402,F401
 from sdfg_scan.select import exact_cuda_flags, select_expansions  # noqa: E402,F401
 
 register_library(__name__, "sdfg_scan")

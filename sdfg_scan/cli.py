@@ -40,6 +40,10 @@ COMMANDS: dict[str, tuple[str, Callable, Callable]] = {
              _list_args, _list),
 }
 
+from sdfg_scan.cli_scan import COMMANDS as _SCAN_COMMANDS  # noqa: E402
+
+COMMANDS.update(_SCAN_COMMANDS)
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="sdfg-scan", description="sdfg_scan: column algorithms for DaCe SDFGs")

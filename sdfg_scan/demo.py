@@ -52,9 +52,11 @@ def run_sample(sample: ModuleType, out=sys.stdout) -> bool:
         compile_s = time.perf_counter() - t0
         call = {k: (v.copy(order="K") if isinstance(v, np.ndarray) else v) for k, v in args.items()}
         prog(**call)
-        t0 = time.perf_counter()
-        prog(**call)
-        run_ms = (time.perf_counter() - t0) * 1e3
+        run_ms = float("inf")
+        for _ in range(5):  # best of 5: the first calls of an OpenMP program on a busy machine stall
+            t0 = time.perf_counter()
+            prog(**call)
+            run_ms = min(run_ms, (time.perf_counter() - t0) * 1e3)
         exact = exp.reproducibility == "exact"
         good = all(_equal(call[k], v, exact) for k, v in want.items())
         ok &= good

@@ -340,3 +340,30 @@ def _lower_scan(pv, sdfg, state, f, init, xs, axis=-1, reverse=False, emit="incl
 
 
 __all__ += ["scan"]
+
+
+# -- windowed reductions (WindowReduce) -----------------------------------------------------------
+
+from sdfg_scan.nodes.window_reduce import WindowReduce  # noqa: E402
+
+
+def window_reduce(x, weights, offsets, axis: int = -1):
+    """``out[k] = sum_j weights[j] * x[k + offsets[j]]``, out-of-column terms skipped (``WindowReduce``)."""
+    return reference.window_reduce(x, weights, offsets, axis)
+
+
+@_replaces("sdfg_scan.window_reduce", "sdfg_scan.frontend.window_reduce")
+def _lower_window_reduce(pv, sdfg, state, x, weights, offsets, axis=-1):
+    api = "window_reduce"
+    desc = input_desc(sdfg, x, api)
+    weights, offsets = literal(weights, api), literal(offsets, api)
+    if not isinstance(weights, (list, tuple)) or not isinstance(offsets, (list, tuple)):
+        raise ValueError(f"sdfg_scan.{api}: weights and offsets must be constant lists, got {weights!r}, {offsets!r}")
+    result, _ = sdfg.add_temp_transient(desc.shape, desc.dtype)
+    node = WindowReduce(api, [float(literal(w, api)) for w in weights], [int(literal(o, api)) for o in offsets],
+                        axis=int(literal(axis, api)))
+    add_node(sdfg, state, node, {"_in": x}, {"_out": result})
+    return result
+
+
+__all__ += ["window_reduce"]

@@ -17,12 +17,15 @@ Public API (stable; used by LiftScans, the canonicalising transformations, ``opt
     scan_mismatch(sdfg) -> str | None              # the reason, or None when it is a scan
     is_scan(sdfg) -> bool
     find_scans(sdfg) -> list[ScanSite]             # every scan (NestedSDFG or Scan node), recursively
+    analyze_scan(sdfg, prologue=True)              # also accept blocks between entry and loop (peeled
+                                                   # levels); used for Scan bodies (find_scans, validate)
 
     ScanStructure: sdfg, loop, variable, direction ("forward"|"backward"), start, stop (half-open
         level range [start, stop), symbolic in the column SDFG's symbols), first_level, last_level,
         entry_states, exit_states, body_blocks (loop blocks in execution order), carries
         {name: CarrySlot}, inputs / outputs (non-transient containers read / written),
-        branches [BoundaryBranch], self_copies [SelfCopy]; slots(kind) -> [CarrySlot]
+        branches [BoundaryBranch], self_copies [SelfCopy], prologue (blocks between entry and loop,
+        prologue mode only); slots(kind) -> [CarrySlot]
     CarrySlot: name, dtype, init (input connector copied in the entry state, or None),
         init_constant (code of a constant-init tasklet, or None), kind (one of CARRY_KINDS),
         update_sources (containers whose value is copied into the carry in the body),
@@ -125,6 +128,7 @@ class ScanStructure:
     outputs: list[str]
     branches: list[BoundaryBranch] = field(default_factory=list)
     self_copies: list[SelfCopy] = field(default_factory=list)
+    prologue: list = field(default_factory=list)
 
     @property
     def first_level(self):
@@ -347,20 +351,53 @@ def _tasklet_source(sdfg, states, idx, src, depth):
 # ------------------------------------------------------------------------------------------------
 # main analysis
 # ------------------------------------------------------------------------------------------------
-def analyze_scan(sdfg: dace.SDFG) -> ScanStructure:
-    """Recognise the column-scan structure of ``sdfg``; raise :class:`NotAScan` with the reason if absent."""
+def _init_only(sdfg: dace.SDFG, block) -> bool:
+    """Whether ``block`` is a state holding only init copies (input -> transient) and constant inits."""
+    if not isinstance(block, dace.SDFGState):
+        return False
+    for n in block.nodes():
+        if isinstance(n, nodes.AccessNode):
+            continue
+        if not (isinstance(n, nodes.Tasklet) and not block.in_edges(n) and _is_const(_tasklet_code(n))):
+            return False
+    for e in block.edges():
+        if isinstance(e.src, nodes.AccessNode) and isinstance(e.dst, nodes.AccessNode):
+            if sdfg.arrays[e.src.data].transient or not sdfg.arrays[e.dst.data].transient:
+                return False
+    return True
+
+
+def analyze_scan(sdfg: dace.SDFG, prologue: bool = False) -> ScanStructure:
+    """Recognise the column-scan structure of ``sdfg``; raise :class:`NotAScan` with the reason if absent.
+
+    :param prologue: also accept blocks between the init-copy entry states and the loop (any
+        states or ``ConditionalBlock``s without loops, e.g. levels peeled by ``PeelBoundaryLevels``);
+        they are returned as ``ScanStructure.prologue`` and their accesses count as inputs / outputs.
+        ``start`` / ``stop`` then describe the main loop only. Off (strict) for lifting.
+    """
     chain = _chain(sdfg)
     loops = [i for i, b in enumerate(chain) if isinstance(b, LoopRegion)]
     if len(loops) != 1:
         raise NotAScan(f"expected exactly one top-level LoopRegion, found {len(loops)}")
     li = loops[0]
     loop = chain[li]
-    for b in chain[:li] + chain[li + 1:]:
+    for b in chain[li + 1:] + ([] if prologue else chain[:li]):
         if not isinstance(b, dace.SDFGState):
             raise NotAScan(f"top-level block '{b.label}' is a {type(b).__name__}; expected states around the loop")
     direction, start, stop = loop_range(loop)
     _check_body(loop, sdfg)
     entry, exit_ = chain[:li], chain[li + 1:]
+    pro: list = []
+    if prologue:
+        n_init = 0
+        while n_init < li and _init_only(sdfg, chain[n_init]):
+            n_init += 1
+        entry, pro = chain[:n_init], chain[n_init:li]
+        for b in pro:
+            for blk in _all_blocks(b) if isinstance(b, ControlFlowRegion) else [b]:
+                if isinstance(blk, (LoopRegion, BreakBlock, ContinueBlock, ReturnBlock)):
+                    raise NotAScan(f"block '{blk.label}' before the main loop is a {type(blk).__name__}; "
+                                   "expected straight-line levels (states or conditional blocks)")
 
     carries: dict[str, CarrySlot] = {}
     for st in entry:
@@ -416,7 +453,7 @@ def analyze_scan(sdfg: dace.SDFG) -> ScanStructure:
                 read_after.add(n.data)
 
     inputs, outputs = set(), set()
-    for st in list(entry) + [s for b in body for s in _all_states(b)] + list(exit_):
+    for st in list(entry) + [s for b in pro + body for s in _all_states(b)] + list(exit_):
         for n in st.data_nodes():
             desc = sdfg.arrays[n.data]
             if desc.transient:
@@ -431,7 +468,7 @@ def analyze_scan(sdfg: dace.SDFG) -> ScanStructure:
         _classify(sdfg, c, body_states, reads_exposed, written, read_any)
 
     structure = ScanStructure(sdfg, loop, loop.loop_variable, direction, start, stop, list(entry), list(exit_),
-                              body, carries, sorted(inputs), sorted(outputs))
+                              body, carries, sorted(inputs), sorted(outputs), prologue=list(pro))
     structure.branches = _find_branches(structure)
     structure.self_copies = _find_self_copies(structure)
     return structure
@@ -469,7 +506,7 @@ def _classify(sdfg, c: CarrySlot, body_states, reads_exposed, written, read_any)
             c.kind, c.detail = "unused", "neither read nor updated in the loop"
         return
     if not exposed:
-        if not c.outputs and not c.read_after and not (c.name in read_any):
+        if not c.outputs and not c.read_after and c.name not in read_any:
             c.kind, c.detail = "unused", "updated but never read"
         else:
             c.kind, c.detail = "pass_through", "written every level before any read; never crosses a level"
@@ -648,7 +685,7 @@ def find_scans(sdfg: dace.SDFG) -> list[ScanSite]:
             for n in st.nodes():
                 if isinstance(n, Scan):
                     try:
-                        sites.append(ScanSite(n, st, g, analyze_scan(n.body)))
+                        sites.append(ScanSite(n, st, g, analyze_scan(n.body, prologue=True)))
                     except NotAScan:
                         pass
                 elif isinstance(n, nodes.NestedSDFG):

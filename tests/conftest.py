@@ -24,6 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 _BUILD = tempfile.mkdtemp(prefix=f"sdfg_scan_build_{os.getpid()}_")
 dace.Config.set("default_build_folder", value=_BUILD)
+# one build folder for the icon4py fixtures per test run, shared by the xdist workers (icon4py_fixtures.py)
+os.environ.setdefault("SDFG_SCAN_FIXTURE_BUILDS", tempfile.mkdtemp(prefix="sdfg_scan_fixtures_"))
 dace.Config.set("optimizer", "match_exception", value=True)
 dace.Config.set("compiler", "allow_view_arguments", value=True)
 

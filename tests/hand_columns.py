@@ -65,17 +65,20 @@ def if_stmt(name="if_stmt", *, else_identity=True, extra_write=False, write_i=Fa
 
 def column(name="column", *, backward=False, stride=1, in_loop=True, flag_value="False", flag_conditional=False,
            flag_from_data=False, t_written_twice=False, s_read_after_n=False, s_read_in_update=False,
-           o_to_array=False, var_used_after=False, exit_state=True, **if_kw) -> dace.SDFG:
+           o_to_array=False, var_used_after=False, exit_state=True, extra=None, extra_index="k",
+           extra_read_after=False, extra_src_read_after=False, extra_written_twice=False, cf_uses=None,
+           **if_kw) -> dace.SDFG:
     s = dace.SDFG(name)
     s.using_explicit_control_flow = True
     s.add_symbol("K", dace.int32)
     s.add_array("x", [K], dace.float64)
     s.add_array("out", [K], dace.float64)
     s.add_array("last", [1], dace.float64)
+    s.add_array("last2", [1], dace.float64)
     s.add_array("aux", [K], dace.float64)
     s.add_scalar("init", dace.float64)
     for n, t in (("c", dace.float64), ("t", dace.float64), ("u", dace.float64), ("f", dace.bool_),
-                 ("g", dace.bool_)):
+                 ("g", dace.bool_), ("d", dace.float64), ("v", dace.float64)):
         s.add_scalar(n, t, transient=True)
     entry = s.add_state("scan_entry", is_start_block=True)
     entry.add_edge(entry.add_read("init"), None, entry.add_write("c"), None, dace.Memlet("init[0]"))
@@ -95,6 +98,9 @@ def column(name="column", *, backward=False, stride=1, in_loop=True, flag_value=
         comp = s.add_state_after(entry, "scan_compute")
         upd = s.add_state_after(comp, "scan_update")
         k = "0"
+    if cf_uses is not None:  # an interstate assignment that reads the scalar ``cf_uses``
+        region = loop if in_loop else s
+        region.edges_between(comp, upd)[0].data.assignments = {"zz_probe": cf_uses}
     inner = if_stmt(**if_kw)
     n = comp.add_nested_sdfg(inner, {"__cond": None, "i": None, "xk": None}, {"o": None})
     c_read = comp.add_read("c")
@@ -140,8 +146,30 @@ def column(name="column", *, backward=False, stride=1, in_loop=True, flag_value=
         tk = upd.add_tasklet("ru", {"a": None}, {"r": None}, "r = a")
         upd.add_edge(upd.add_read("c"), None, tk, "a", dace.Memlet("c[0]"))
         upd.add_edge(tk, "r", upd.add_write("aux"), None, dace.Memlet(f"aux[{k}]"))
+    if extra is not None:  # a second carry d with its own temporary v (see module docstring of the tests)
+        entry.add_edge(entry.add_read("init"), None, entry.add_write("d"), None, dace.Memlet("init[0] -> [0]"))
+        idx = k if extra_index == "k" else extra_index
+        if extra == "delay_line":
+            comp.add_edge(comp.add_read("x"), None, comp.add_write("v"), None, dace.Memlet(f"x[{idx}] -> [0]"))
+            tk = comp.add_tasklet("use_d", {"a": None}, {"r": None}, "r = a + 1.0")
+            comp.add_edge(comp.add_read("d"), None, tk, "a", dace.Memlet("d[0]"))
+            comp.add_edge(tk, "r", comp.add_write("aux"), None, dace.Memlet(f"aux[{k}]"))
+        else:
+            tk = comp.add_tasklet("make_v", {"a": None}, {"r": None}, "r = a * 2.0")
+            comp.add_edge(comp.add_read("x"), None, tk, "a", dace.Memlet(f"x[{idx}]"))
+            comp.add_edge(tk, "r", comp.add_write("v"), None, dace.Memlet("v[0]"))
+        upd.add_edge(upd.add_read("v"), None, upd.add_write("d"), None, dace.Memlet("v[0] -> [0]"))
+        if extra_written_twice:
+            tk = comp.add_tasklet("wd", {}, {"r": None}, "r = 0.5")
+            comp.add_edge(tk, "r", comp.add_write("d"), None, dace.Memlet("d[0]"))
     if exit_state:
         ex = s.add_state_after(loop if in_loop else upd, "scan_last_level")
+        if extra == "pass_through" or extra_read_after:
+            ex.add_edge(ex.add_read("d"), None, ex.add_write("last2"), None, dace.Memlet("d[0] -> [0]"))
+        if extra_src_read_after:
+            tk = ex.add_tasklet("rv", {"a": None}, {"r": None}, "r = a")
+            ex.add_edge(ex.add_read("v"), None, tk, "a", dace.Memlet("v[0]"))
+            ex.add_edge(tk, "r", ex.add_write("aux"), None, dace.Memlet("aux[0]"))
         src = "t" if not o_to_array else "c"
         ex.add_edge(ex.add_read(src), None, ex.add_write("last"), None, dace.Memlet(f"{src}[0] -> [0]"))
         if var_used_after:
@@ -156,8 +184,9 @@ def run_column(csdfg, nlev: int, seed: int = 0) -> dict[str, np.ndarray]:
     out = np.full(nlev, -7.0)
     aux = np.full(max(nlev, 1), -3.0)
     last = np.full(1, -5.0)
-    csdfg(x=x, out=out, last=last, aux=aux[:nlev] if nlev else aux, init=np.float64(0.25), K=nlev)
-    res = {"out": out, "last": last, "aux": aux}
+    last2 = np.full(1, -6.0)
+    csdfg(x=x, out=out, last=last, last2=last2, aux=aux[:nlev] if nlev else aux, init=np.float64(0.25), K=nlev)
+    res = {"out": out, "last": last, "last2": last2, "aux": aux}
     if nlev == 0:  # ``last`` reads a never-written temporary in the original (undefined value)
         del res["last"]
     return res

@@ -13,7 +13,11 @@ reciprocal math), so that "bitwise equal" compares the transformation, not compi
 from __future__ import annotations
 
 import copy
+import fcntl
+import hashlib
 import importlib.util
+import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -46,7 +50,9 @@ NO_COMPILE = {"graupel_run.lowered", "graupel_run_dyn.lowered"}
 
 _LOADED: dict[str, dace.SDFG] = {}
 _COMPILED: dict[str, object] = {}
-_BUILD = Path(tempfile.mkdtemp(prefix="sdfg_scan_fixtures_"))
+_BY_DIGEST: dict[str, object] = {}
+# shared by the pytest-xdist workers of one run: conftest.py sets the variable before they start
+_BUILD = Path(os.environ.get("SDFG_SCAN_FIXTURE_BUILDS") or tempfile.mkdtemp(prefix="sdfg_scan_fixtures_"))
 
 
 def available() -> bool:
@@ -109,14 +115,25 @@ def fresh(kw: dict) -> dict:
 
 
 def compile_once(key: str, sdfg: dace.SDFG):
-    """Compile ``sdfg`` once per session under ``key`` (same exact host flags for every SDFG)."""
+    """Compile ``sdfg`` once per test run under ``key`` (same exact host flags for every SDFG).
+
+    Builds are keyed by the SDFG's content: the same SDFG compiled by several test modules, in this
+    process or in another pytest-xdist worker of the same run (they share ``_BUILD``, see
+    ``tests/conftest.py``), is compiled once and loaded from the shared build folder after that.
+    """
     if key not in _COMPILED:
         sdfg = copy.deepcopy(sdfg)
-        sdfg.name = "fx_" + "".join(ch if ch.isalnum() else "_" for ch in key)[:80]
-        sdfg.build_folder = str(_BUILD / sdfg.name)
-        args = dace.Config.get("compiler", "cpu", "args") + " " + " ".join(ExactArithmetic.cmake_compile_flags)
-        with dace.config.set_temporary("compiler", "cpu", "args", value=args):
-            _COMPILED[key] = sdfg.compile()
+        digest = hashlib.sha1(json.dumps(sdfg.to_json(), sort_keys=True, default=str).encode()).hexdigest()[:20]
+        if digest not in _BY_DIGEST:
+            sdfg.name = f"fx_{digest}"
+            sdfg.build_folder = str(_BUILD / sdfg.name)
+            args = dace.Config.get("compiler", "cpu", "args") + " " + " ".join(ExactArithmetic.cmake_compile_flags)
+            with open(_BUILD / f"{sdfg.name}.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # another worker may be building the same SDFG
+                with dace.config.set_temporary("compiler", "cpu", "args", value=args), \
+                        dace.config.set_temporary("compiler", "use_cache", value=True):
+                    _BY_DIGEST[digest] = sdfg.compile()
+        _COMPILED[key] = _BY_DIGEST[digest]
     return _COMPILED[key]
 
 

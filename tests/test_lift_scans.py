@@ -13,11 +13,12 @@ import icon4py_fixtures as fx
 import numpy as np
 import pytest
 from dace.sdfg.state import LoopRegion
+from dace.sdfg.validation import InvalidSDFGError
+from sdfg_scan.transformations import LiftScans
 
 import sdfg_scan
 from sdfg_scan.nodes.scan import Scan
 from sdfg_scan.scan_structure import analyze_scan, find_scans
-from sdfg_scan.transformations import LiftScans
 
 # ------------------------------------------------------------------------------------------------
 # a small gt4py-shaped program built with the API: map i -> nested SDFG (entry copy, k-loop)
@@ -195,3 +196,35 @@ def test_lifted_fixture_bitwise(form):
 
 def test_package_exports_scan():
     assert sdfg_scan.Scan is Scan
+
+
+@pytest.mark.fixtures
+def test_peeled_scan_body_validates_and_is_bitwise():
+    """PeelBoundaryLevels on a lifted ``Scan.body`` puts peeled levels before the loop: still a valid Scan."""
+    from sdfg_scan.transformations import PeelBoundaryLevels
+
+    form = "diagnose_pressure.opt"
+    sdfg = fx.load(form)
+    kw = fx.inputs(form, sdfg)
+    original = fx.run(form, sdfg, kw)
+    assert lift(sdfg) == 1
+    (node,) = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Scan)]
+    assert node.body.apply_transformations_repeated(PeelBoundaryLevels, validate=False) == 1
+    with pytest.raises(InvalidSDFGError, match="call node.sync_from_body"):
+        sdfg.validate()
+    node.sync_from_body()
+    sdfg.validate()
+    s = analyze_scan(node.body, prologue=True)
+    assert s.prologue, "the peeled level should sit between the entry states and the loop"
+    fx.assert_bitwise_equal(original, fx.run(form + "+lifted+peeled", sdfg, kw))
+
+
+def test_broken_scan_body_is_still_refused():
+    sdfg = program()
+    lift(sdfg)
+    (node,) = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Scan)]
+    loop = next(b for b in node.body.nodes() if isinstance(b, LoopRegion))
+    node.body.add_node(LoopRegion("second", "k2 < K", "k2", "k2 = 0", "k2 = k2 + 1"))
+    node.body.add_edge(loop, node.body.nodes()[-1], dace.InterstateEdge())
+    with pytest.raises(InvalidSDFGError, match="the body is not a column scan: expected exactly one top-level"):
+        sdfg.validate()

@@ -10,7 +10,6 @@ import icon4py_fixtures as fx
 import pytest
 from dace.sdfg import nodes
 from dace.sdfg.state import ConditionalBlock, LoopRegion
-
 from sdfg_scan.transformations import PeelBoundaryLevels
 
 
@@ -35,7 +34,7 @@ def test_hand_column_bitwise_symbolic_k(backward):
     xf = copy.deepcopy(sdfg)
     xf.name = sdfg.name + "_xf"
     assert _branches_in_loops(xf) == 1
-    assert xf.apply_transformations_repeated(PeelBoundaryLevels) == 1
+    assert xf.apply_transformations_repeated(PeelBoundaryLevels, validate=False) == 1
     xf.validate()
     assert _branches_in_loops(xf) == 0  # branch-free steady state
     a, b = sdfg.compile(), xf.compile()
@@ -58,7 +57,7 @@ def test_does_not_apply(kw):
     sdfg = hc.column("peel_guard", **kw)
     sdfg.validate()
     before = _snapshot(sdfg)
-    assert sdfg.apply_transformations_repeated(PeelBoundaryLevels) == 0
+    assert sdfg.apply_transformations_repeated(PeelBoundaryLevels, validate=False) == 0
     assert _snapshot(sdfg) == before
 
 
@@ -66,11 +65,11 @@ EXPECTED = {"diagnose_pressure.lowered": 1, "diagnose_pressure.opt": 1}
 
 
 @pytest.mark.fixtures
-@pytest.mark.parametrize("form", fx.FORMS)
-def test_fixture_applies_and_validates(form):
+@pytest.mark.parametrize("form", [f for f in fx.FORMS if f not in fx.NO_COMPILE])  # lowered graupel: see
+def test_fixture_applies_and_validates(form):  # test_dead_carry_elimination.test_lowered_graupel_all
     sdfg = fx.load(form)
     before = _branches_in_loops(sdfg)
-    count = sdfg.apply_transformations_repeated(PeelBoundaryLevels)
+    count = sdfg.apply_transformations_repeated(PeelBoundaryLevels, validate=False)
     sdfg.validate()
     print(f"{form}: PeelBoundaryLevels peeled {count} loops, loop-body branches {before} -> {_branches_in_loops(sdfg)}")
     assert count == EXPECTED.get(form, 0)
@@ -82,5 +81,5 @@ def test_fixture_bitwise(form):
     sdfg = fx.load(form)
     kw = fx.inputs(form, sdfg)
     xf = copy.deepcopy(sdfg)
-    assert xf.apply_transformations_repeated(PeelBoundaryLevels) == 1
+    assert xf.apply_transformations_repeated(PeelBoundaryLevels, validate=False) == 1
     fx.assert_bitwise_equal(fx.run(form, sdfg, kw), fx.run(form + "+peel", xf, kw))

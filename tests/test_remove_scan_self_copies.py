@@ -9,7 +9,6 @@ import hand_columns as hc
 import icon4py_fixtures as fx
 import pytest
 from dace.sdfg import nodes
-
 from sdfg_scan.transformations import RemoveScanSelfCopies
 
 
@@ -37,7 +36,7 @@ def test_hand_column_bitwise(backward):
     sdfg = hc.column(f"rsc_col_{int(backward)}", backward=backward)
     xf = copy.deepcopy(sdfg)
     xf.name = sdfg.name + "_xf"
-    assert xf.apply_transformations_repeated(RemoveScanSelfCopies) == 1
+    assert xf.apply_transformations_repeated(RemoveScanSelfCopies, validate=False) == 1
     xf.validate()
     assert ("i", "o") not in _copies_in(xf, "if_stmt")
     assert "t" not in xf.arrays  # the temporary was merged into the carry
@@ -57,6 +56,7 @@ GUARDS = {
     "_t_only_written_here: t is written elsewhere too": dict(t_written_twice=True),
     "_s_ordered_before: s is read after the nested SDFG": dict(s_read_after_n=True),
     "_s_elsewhere: s is read in another state of the loop": dict(s_read_in_update=True),
+    "_used_in_control_flow: t is read by an interstate edge": dict(cf_uses="t"),
 }
 
 
@@ -65,7 +65,7 @@ def test_does_not_apply(kw):
     sdfg = hc.column("rsc_guard", **kw)
     sdfg.validate()
     before = _snapshot(sdfg)
-    assert sdfg.apply_transformations_repeated(RemoveScanSelfCopies) == 0
+    assert sdfg.apply_transformations_repeated(RemoveScanSelfCopies, validate=False) == 0
     assert _snapshot(sdfg) == before
 
 
@@ -79,11 +79,11 @@ EXPECTED = {"graupel_run.opt_nohooks": 4, "graupel_run_dyn.opt_nohooks": 4}
 
 
 @pytest.mark.fixtures
-@pytest.mark.parametrize("form", fx.FORMS)
-def test_fixture_applies_and_validates(form):
+@pytest.mark.parametrize("form", [f for f in fx.FORMS if f not in fx.NO_COMPILE])  # lowered graupel: see
+def test_fixture_applies_and_validates(form):  # test_dead_carry_elimination.test_lowered_graupel_all
     sdfg = fx.load(form)
     before_copies = _copies_in(sdfg, "if_stmt_88")
-    count = sdfg.apply_transformations_repeated(RemoveScanSelfCopies)
+    count = sdfg.apply_transformations_repeated(RemoveScanSelfCopies, validate=False)
     sdfg.validate()
     print(f"{form}: RemoveScanSelfCopies removed {count} copies")
     if form in EXPECTED:
@@ -96,14 +96,15 @@ def test_fixture_applies_and_validates(form):
 
 
 @pytest.mark.fixtures
-@pytest.mark.parametrize("form", ["graupel_run.opt_nohooks", "graupel_run_dyn.opt_nohooks"])
+@pytest.mark.parametrize("form", ["graupel_run.opt_nohooks"])
 def test_fixture_bitwise(form):
-    """Original vs transformed, same seeded inputs; graupel_run_dyn is where icon4py's hooks make NaNs."""
+    """Original vs transformed, same seeded inputs. graupel_run_dyn (where icon4py's hooks make NaNs) is
+    compiled once, fully canonicalised, in test_dead_carry_elimination.py."""
     sdfg = fx.load(form)
     kw = fx.inputs(form, sdfg)
     original = fx.run(form, sdfg, kw)
     xf = copy.deepcopy(sdfg)
-    assert xf.apply_transformations_repeated(RemoveScanSelfCopies) == EXPECTED[form]
+    assert xf.apply_transformations_repeated(RemoveScanSelfCopies, validate=False) == EXPECTED[form]
     result = fx.run(form + "+rsc", xf, kw)
     fx.assert_bitwise_equal(original, result)
     assert not any(v.dtype.kind == "f" and (v != v).any() for v in result.values())

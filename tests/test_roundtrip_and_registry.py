@@ -97,3 +97,15 @@ def test_transformation_registry_names_match_files():
         assert cls.__name__ == name
         snake = re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
         assert (root / f"{snake}.py").is_file(), f"{name} must live in transformations/{snake}.py"
+
+
+def test_auto_keeps_the_chosen_expansions_environments():
+    f = ([N, K], dace.float64, True)
+    for layout, want in (("cell", "blocked"), ("k", "sequential")):
+        node = CumulativeScan("cs", axis=1)
+        sdfg = one_node_sdfg(f"env_auto_{layout}", node, {"_in": f}, {"_out": f}, 1, layout)
+        assert node.implementation in (None, "auto")  # the class default, "auto", applies
+        sdfg.expand_library_nodes(recursive=False)
+        (nested,) = [n for n in sdfg.start_state.nodes() if isinstance(n, dace.nodes.NestedSDFG)]
+        assert nested.sdfg.name == f"cs_{want}"
+        assert any(env.endswith("ExactArithmetic") for env in nested.environments), nested.environments

@@ -23,7 +23,7 @@ DTYPES = {"float64": dace.float64, "float32": dace.float32}
 LAYOUTS = ("k", "cell")
 # output name -> (implementation, block_size); all exact
 EXACT = {"x_blocked": ("thomas", 64), "x_columns": ("thomas", 1), "x_auto": ("auto", 0)}
-APPROX: dict[str, tuple[str, int]] = {}
+APPROX = {"x_pcr": ("pcr", 0)}  # replay
 SIZES = [(1, 1), (3, 2), (130, 65), (64, 90), (1, 90), (77, 1)]
 
 
@@ -240,29 +240,110 @@ def test_reference_rejects_mismatched_shapes():
         reference.tridiagonal_solve(np.ones((2, 3)), np.ones((2, 3)), np.ones((3, 3)), np.ones((2, 3)))
 
 
+def test_pcr_repeats_bitwise_across_layouts_and_runs():
+    """``replay`` honestly: the PCR operation order depends on the level count only."""
+    a, b, c, d = system(np.random.default_rng(11), (50, 90), "float64")
+    results = []
+    for layout in LAYOUTS * 2:
+        args = {n: numpy_array(v, 1, layout) for n, v in zip("abcd", (a, b, c, d), strict=True)}
+        outs = {n: numpy_array(np.zeros(d.shape), 1, layout) for n in ["w", "cp", "x_pre", *EXACT, *APPROX]}
+        compiled(layout, "float64")(**args, **outs, N=50, K=90)
+        results.append(outs["x_pcr"])
+    assert all(np.array_equal(bits(r), bits(results[0])) for r in results[1:])
+
+
+def _one_node(name, impl, layout, shape=(N, K), window=None, gpu=False, **kwargs):
+    sdfg = dace.SDFG(name)
+    strides = strides_for(list(shape), 1, layout)
+    for arr in "abcdx":
+        sdfg.add_array(arr, list(shape), dace.float64, strides=strides)
+    state = sdfg.add_state()
+    node = TridiagonalSolve("tri", axis=1, **kwargs)
+    node.implementation = impl
+    sub = window or ", ".join(f"0:{s}" for s in shape)
+    for arr in "abcd":
+        state.add_edge(state.add_read(arr), None, node, arr, dace.Memlet(f"{arr}[{sub}]"))
+    state.add_edge(node, "x", state.add_write("x"), None, dace.Memlet(f"x[{sub}]"))
+    if gpu:
+        sdfg.apply_gpu_transformations()
+    return sdfg
+
+
+def _find(sdfg, cls):
+    return next((n, st) for n, st in sdfg.all_nodes_recursive() if isinstance(n, cls))
+
+
+def test_pcr_and_cusparse_refuse_prefactored():
+    for impl in ("pcr", "cusparse"):
+        sdfg = dace.SDFG(f"test_tridiagonal_pre_{impl}")
+        for arr in ("a", "w", "cp", "d", "x"):
+            sdfg.add_array(arr, [N, K], dace.float64)
+        state = sdfg.add_state()
+        node = TridiagonalSolve("pre", axis=1, prefactored=True)
+        node.implementation = impl
+        for arr in ("a", "w", "cp", "d"):
+            state.add_edge(state.add_read(arr), None, node, arr, dace.Memlet(f"{arr}[0:N, 0:K]"))
+        state.add_edge(node, "x", state.add_write("x"), None, dace.Memlet("x[0:N, 0:K]"))
+        with pytest.raises(ValueError, match=f"the '{impl}' expansion needs the matrix"):
+            sdfg.expand_library_nodes()
+
+
+def test_cusparse_rejects_layouts_it_cannot_batch():
+    sdfg = _one_node("test_tridiagonal_cusparse_window", "cusparse", "cell", window="1:N, 0:K", gpu=True)
+    with pytest.raises(ValueError, match="'cusparse' expansion needs every operand either cell-contiguous"):
+        sdfg.expand_library_nodes()
+
+
+@pytest.mark.gpu
+def test_auto_picks_pcr_for_few_long_columns_on_gpu_only_when_replay_is_allowed():
+    sdfg = _one_node("test_tridiagonal_auto_gpu", "auto", "cell", shape=(100, 512), gpu=True)
+    node, state = _find(sdfg, TridiagonalSolve)
+    assert node.choose_implementation(state) == "thomas"
+    node.reproducibility = "replay"
+    assert node.choose_implementation(state) == "pcr"
+    cpu = _one_node("test_tridiagonal_auto_cpu", "auto", "cell", shape=(100, 512))
+    node, state = _find(cpu, TridiagonalSolve)
+    node.reproducibility = "replay"
+    assert node.choose_implementation(state) == "thomas"
+
+
 # -- GPU code generation (never executed here) -------------------------------------------------------
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("impl", ["thomas"])
-def test_gpu_codegen(impl, layout, tmp_path):
+@pytest.mark.parametrize("impl,kernels", [("thomas", 1), ("pcr", 4), ("cusparse", 0)])
+def test_gpu_codegen(impl, kernels, layout, tmp_path):
     from conftest import cuda_code, nvcc_compile
 
-    sdfg = dace.SDFG(f"test_tridiagonal_gpu_{impl}_{layout}")
-    strides = strides_for([N, K], 1, layout)
-    for name in "abcdx":
-        sdfg.add_array(name, [N, K], dace.float64, strides=strides)
-    state = sdfg.add_state()
-    node = TridiagonalSolve("tri", axis=1)
-    node.implementation = impl
-    for name in "abcd":
-        state.add_edge(state.add_read(name), None, node, name, dace.Memlet(f"{name}[0:N, 0:K]"))
-    state.add_edge(node, "x", state.add_write("x"), None, dace.Memlet("x[0:N, 0:K]"))
-    sdfg.apply_gpu_transformations()
+    sdfg = _one_node(f"test_tridiagonal_gpu_{impl}_{layout}", impl, layout, gpu=True)
     sdfg.expand_library_nodes()
     sdfg.validate()
     code = cuda_code(sdfg)
-    assert code.count("__global__") == 1  # one kernel, one thread per column
-    assert "T(1) / (_b - _a * _cpm)" in code
-    if layout == "cell":
+    assert code.count("__global__") == kernels
+    if impl == "thomas":  # one thread per column, the exact arithmetic of the reference
+        assert "T(1) / (_b - _a * _cpm)" in code
+    if impl == "cusparse":
+        host = next(o.clean_code for o in sdfg.generate_code() if o.language == "cpp")
+        call = "cusparseDgtsvInterleavedBatch(" if layout == "cell" else "cusparseDgtsv2StridedBatch("
+        assert call in host and "cusparseSetStream" in host
+    elif layout == "cell":
         nvcc_compile(code, tmp_path)
+
+
+def _cusparse_header() -> bool:
+    import glob
+    import os
+    roots = [os.environ.get("CUDA_HOME", ""), *glob.glob("/usr/local/cuda*")]
+    return any(os.path.isfile(os.path.join(r, "include", "cusparse.h")) for r in roots if r)
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_cusparse_nvcc_build():
+    import shutil
+    if shutil.which("nvcc") is None or not _cusparse_header():
+        pytest.skip("nvcc or the cuSPARSE headers are absent: the cusparse expansion is code-generated only")
+    sdfg = _one_node("test_tridiagonal_cusparse_build", "cusparse", "cell", gpu=True)
+    sdfg.expand_library_nodes()
+    with dace.config.set_temporary("compiler", "cuda", "backend", value="cuda"):
+        sdfg.compile(return_program_handle=False)

@@ -6,10 +6,14 @@ from sdfg_scan.transformations.lift_scans import LiftScans  # noqa: E402
 
 __all__.append("LiftScans")
 
-from sdfg_scan.transformations.remove_scan_self_copies import RemoveScanSelfCopies  # noqa: E402
+from sdfg_scan.transformations.remove_scan_self_copies import RemoveScanSelfCopies  # noqa: E402,F401
 
 __all__.append("RemoveScanSelfCopies")
 
-from sdfg_scan.transformations.peel_boundary_levels import PeelBoundaryLevels  # noqa: E402
+from sdfg_scan.transformations.peel_boundary_levels import PeelBoundaryLevels  # noqa: E402,F401
 
 __all__.append("PeelBoundaryLevels")
+
+from sdfg_scan.transformations.dead_carry_elimination import DeadCarryElimination  # noqa: E402,F401
+
+__all__.append("DeadCarryElimination")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dace
 from dace import properties
-from dace.sdfg import nodes, utils as sdutil
+from dace.sdfg import nodes
+from dace.sdfg import utils as sdutil
 from dace.transformation import transformation as xf
 
 from sdfg_scan.nodes.scan import Scan

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import re
 
+import networkx as nx
+import numpy as np
 import sympy
 from dace import properties, symbolic
 from dace.sdfg import SDFG, InterstateEdge, SDFGState, nodes
@@ -12,7 +14,6 @@ from dace.sdfg import utils as sdutil
 from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, LoopRegion
 from dace.transformation import transformation as xf
 from dace.transformation.passes.analysis import loop_analysis
-
 
 
 @properties.make_properties
@@ -37,9 +38,15 @@ class PeelBoundaryLevels(xf.MultiStateTransformation):
                                                      b(k)                    # branch-free steady state
                                                      f = False
 
-    Works with symbolic bounds (the peeled level is guarded by the loop condition evaluated at the
-    first level, so an empty loop stays empty) and for backward loops (``first = stop - 1``, ``k - 1``).
+    Works with symbolic bounds (the peeled level is a ``ConditionalBlock`` guarded by the loop
+    condition at the first level, ``k = first`` assigned on its first edge, so an empty loop stays
+    empty) and for backward loops (``first = stop - 1``, ``k - 1``). When the guard is statically true
+    (literal bounds) the peeled level is plain blocks with ``k`` substituted by ``first``.
     Bitwise identical results.
+
+    Note: a ``Scan`` node's ``validate`` (sdfg_scan.nodes.scan) currently accepts only init copies
+    before the loop, so a peeled body is valid in a NestedSDFG (gt4py form) but not (yet) inside a
+    ``Scan`` node.
 
     Legality checks (``can_be_applied``):
 
@@ -75,12 +82,31 @@ class PeelBoundaryLevels(xf.MultiStateTransformation):
         # 1. the peeled level: a guarded copy of the body with k = first
         peeled = _peeled_iteration(loop, var, first)
         was_start = graph.start_block is loop
-        graph.add_node(peeled, is_start_block=was_start)
+        if peeled.branches[0][0].as_string == "True":  # statically non-empty loop: no guard, k substituted
+            region = peeled.branches[0][1]
+            init = region.start_block
+            start = region.out_edges(init)[0].dst
+            region.remove_node(init)
+            blocks, edges = list(region.nodes()), list(region.edges())
+            sinks = [b for b in blocks if region.out_degree(b) == 0]
+            for b in blocks:
+                graph.add_node(b)
+                b.replace_dict({var: symbolic.symstr(first)})
+            for e in edges:
+                graph.add_edge(e.src, e.dst, e.data)
+            first_block, last_blocks = start, sinks
+        else:
+            graph.add_node(peeled)
+            first_block, last_blocks = peeled, [peeled]
         for e in graph.in_edges(loop):
-            graph.add_edge(e.src, peeled, e.data)
+            graph.add_edge(e.src, first_block, e.data)
             graph.remove_edge(e)
-        graph.add_edge(peeled, loop, InterstateEdge())
-        _fix_nested_parents(peeled)
+        for b in last_blocks:
+            graph.add_edge(b, loop, InterstateEdge())
+        if was_start:
+            graph.start_block = graph.node_id(first_block)
+        for b in [first_block] if first_block is peeled else blocks:
+            _fix_nested_parents(b)
         # 2. the steady-state loop starts one level later and has the flag branches decided
         loop.init_statement = properties.CodeBlock(f"{var} = {symbolic.symstr(first + stride)}")
         for f, c in flags.items():
@@ -145,10 +171,8 @@ def _peeled_iteration(loop: LoopRegion, var: str, first) -> ConditionalBlock:
     cb.add_branch(properties.CodeBlock(guard_str), body)
     body_copy = copy.deepcopy(loop)
     init = body.add_state(f"{loop.label}_peel_init", is_start_block=True)
-    mapping = {}
     for b in body_copy.nodes():
         body.add_node(b)
-        mapping[b] = b
     for e in body_copy.edges():
         body.add_edge(e.src, e.dst, e.data)
     body.add_edge(init, body_copy.start_block, InterstateEdge(assignments={var: symbolic.symstr(first)}))
@@ -156,7 +180,8 @@ def _peeled_iteration(loop: LoopRegion, var: str, first) -> ConditionalBlock:
 
 
 def _fix_nested_parents(block) -> None:
-    for st in block.all_states():
+    states = [block] if isinstance(block, SDFGState) else block.all_states()
+    for st in states:
         for n in st.nodes():
             if isinstance(n, nodes.NestedSDFG):
                 n.sdfg.parent = st
@@ -234,7 +259,7 @@ def _direct_body_state(loop: LoopRegion, state: SDFGState) -> bool:
 
 def _bool_scalar(sdfg: SDFG, name: str) -> bool:
     desc = sdfg.arrays.get(name)
-    return desc is not None and desc.transient and desc.total_size == 1 and desc.dtype.type in (bool, __import__("numpy").bool_)
+    return desc is not None and desc.transient and desc.total_size == 1 and desc.dtype.type in (bool, np.bool_)
 
 
 def _write_value(loop: LoopRegion, state: SDFGState, node: nodes.AccessNode):
@@ -266,8 +291,6 @@ def _write_value(loop: LoopRegion, state: SDFGState, node: nodes.AccessNode):
 
 
 def _precedes(loop: LoopRegion, a, b) -> bool:
-    import networkx as nx
-
     return a is not b and nx.has_path(loop.nx, a, b) and not nx.has_path(loop.nx, b, a)
 
 

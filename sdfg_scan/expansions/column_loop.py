@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 import dace
 from dace import dtypes
 from dace.sdfg.state import LoopRegion
+from dace.transformation.transformation import ExpandTransformation
 
+from sdfg_scan.expansions.environments import ExactArithmetic
 from sdfg_scan.nodes.base import ColumnNode
 
 
@@ -274,4 +276,35 @@ def cell_axis_of(node: ColumnNode, state: dace.SDFGState, connector: str) -> int
     return None
 
 
-__all__ = ["ColumnKernel", "build_blocked", "build_sequential", "cell_axis_of"]
+class SequentialColumnExpansion(ExpandTransformation):
+    """Base of ``sequential`` expansions: a node's per-column program (``kernel(node, state)``, a
+    :class:`ColumnKernel`) built by :func:`build_sequential`. Subclasses set ``kernel``."""
+
+    environments = [ExactArithmetic]
+    kernel = None  # staticmethod(node, state) -> ColumnKernel
+
+    @classmethod
+    def expansion(cls, node, parent_state, parent_sdfg):
+        return build_sequential(node, parent_state, cls.kernel(node, parent_state))
+
+
+class BlockedColumnExpansion(ExpandTransformation):
+    """Base of ``blocked`` expansions: the same program over blocks of ``node.block_size`` contiguous
+    cells (:func:`build_blocked`). The cell axis is the unit-stride non-scan axis of connector
+    ``operand``; without one (K-contiguous data) the expansion refuses with a clear error."""
+
+    environments = [ExactArithmetic]
+    kernel = None  # staticmethod(node, state) -> ColumnKernel
+    operand = "_in"
+
+    @classmethod
+    def expansion(cls, node, parent_state, parent_sdfg):
+        cell = cell_axis_of(node, parent_state, cls.operand)
+        if cell is None:
+            raise node.error("the 'blocked' expansion needs a unit-stride non-scan axis (cell-contiguous "
+                             "layout); use 'sequential' for K-contiguous data")
+        return build_blocked(node, parent_state, cls.kernel(node, parent_state), cell, node.block_size)
+
+
+__all__ = ["BlockedColumnExpansion", "ColumnKernel", "SequentialColumnExpansion", "build_blocked",
+           "build_sequential", "cell_axis_of"]

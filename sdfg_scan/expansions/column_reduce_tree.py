@@ -95,11 +95,13 @@ def _code_parts(node, blk: _Block):
         lt = "<" if sel == "argmin" else ">"
 
         def beats(b, a):
-            return f"(({b} {lt} {a}) || (({b} != {b}) && ({a} == {a})))"
+            return f"(({b} {lt} {a}) | (({b} != {b}) & ({a} == {a})))"
 
+        # branch-free (if-converted, so the cell loop vectorises); same result as the reference
         combine = ("{{ const {vt} av_ = {a}, bv_ = {b}; const long long ai_ = {ai}, bi_ = {bi};\n"
-                   "  if (bi_ >= 0 && (ai_ < 0 || " + beats("bv_", "av_") + " || (!" + beats("av_", "bv_") +
-                   " && bi_ < ai_))) {{ {a} = bv_; {ai} = bi_; }} }}")
+                   "  const bool t_ = (bi_ >= 0) & ((ai_ < 0) | " + beats("bv_", "av_") + " | (!" +
+                   beats("av_", "bv_") + " & (bi_ < ai_)));\n"
+                   "  {a} = t_ ? bv_ : av_; {ai} = t_ ? bi_ : ai_; }}")
     else:
         sym = {"sum": "+", "prod": "*", "any": "||", "all": "&&"}[op]
         combine = "{a} = {a} " + sym + " {b};"
@@ -153,32 +155,67 @@ def _tasklet_map(node, state, name: str, cell_axis: int, block: int, code: str) 
 
 
 def build_tree(node, state: dace.SDFGState, cell_axis: int, block: int) -> dace.SDFG:
-    """The ``tree`` expansion (module docstring)."""
+    """The ``tree`` expansion (module docstring).
+
+    Levels outer, cells inner: every level is one pass over the block's cells that pushes the value
+    (odd ``k + 1``) or merges it straight into the top entry, followed by the remaining
+    ``ctz(k + 1) - 1`` merges, each one pass over the cells. The stack rows are ``__restrict__``
+    pointers and the combiner is branch-free, so every pass is a vectorisable loop.
+    """
     blk = _Block(node, state, cell_axis)
     vt, ident, _valid, value, arg, combine = _code_parts(node, blk)
-    merge = combine.format(vt=vt, a="st[sp - 1][c]", b="st[sp][c]", ai="si[sp - 1][c]", bi="si[sp][c]")
+    merge_top = combine.format(vt=vt, a="a[c]", b="bv", ai="ai[c]", bi="bi")
+    merge = combine.format(vt=vt, a="a[c]", b="b[c]", ai="ai[c]", bi="bi[c]")
     out = "si[0][c]" if node.op in ("argmin", "argmax") else "st[0][c]"
     empty = "-1" if node.op in ("argmin", "argmax") else ident
-    si_decl = f"long long si[{STACK_DEPTH}][{block}];" if arg else "long long (*si)[1] = nullptr;"
-    si_push = f"si[sp][c] = ({_valid}) ? (long long)k : -1LL;" if arg else ""
+    si_decl = f"long long si[{STACK_DEPTH}][{block}];" if arg else "long long si[2][1];"
+    row = "sp_"  # the stack rows of one pass
+    rows = ("    {vt}* __restrict__ a = st[{r} - 1]; const {vt}* __restrict__ b = st[{r}];\n"
+            "    long long* __restrict__ ai = si[{i} - 1]; const long long* __restrict__ bi = si[{i}];\n"
+            "    (void)ai; (void)bi;\n")
+    rows_arg = rows.format(vt=vt, r=row, i=row)
+    rows_noarg = rows.format(vt=vt, r=row, i="1")
+    rows_pass = rows_arg if arg else rows_noarg
+    bi_val = f"(({_valid}) ? (long long)k : -1LL)" if arg else "0LL"
     code = f"""
 {vt} st[{STACK_DEPTH}][{block}];
 {si_decl}
 int sp = 0;
 for (int k = 0; k < nk; ++k) {{
-    for (int c = 0; c < nc; ++c) {{
-        st[sp][c] = {value};
-        {si_push}
+    int merges = 0;
+    for (int m = k + 1; (m & 1) == 0; m >>= 1) ++merges;
+    if (merges == 0) {{
+        {vt}* __restrict__ a = st[sp];
+        long long* __restrict__ ai = si[{'sp' if arg else '0'}];
+        (void)ai;
+        for (int c = 0; c < nc; ++c) {{
+            a[c] = {value};
+            {'ai[c] = ' + bi_val + ';' if arg else ''}
+        }}
+        ++sp;
+        continue;
     }}
-    ++sp;
-    for (int m = k + 1; (m & 1) == 0; m >>= 1) {{
+    {{
+        {vt}* __restrict__ a = st[sp - 1];
+        long long* __restrict__ ai = si[{'sp - 1' if arg else '0'}];
+        (void)ai;
+        for (int c = 0; c < nc; ++c) {{
+            const {vt} bv = {value};
+            const long long bi = {bi_val};
+            (void)bi;
+            {merge_top if arg else combine.format(vt=vt, a="a[c]", b="bv", ai="", bi="")}
+        }}
+    }}
+    for (int j = 1; j < merges; ++j) {{
         --sp;
-        for (int c = 0; c < nc; ++c) {merge}
+        const int {row} = sp;
+{rows_pass}        for (int c = 0; c < nc; ++c) {merge}
     }}
 }}
 while (sp > 1) {{
     --sp;
-    for (int c = 0; c < nc; ++c) {merge}
+    const int {row} = sp;
+{rows_pass}    for (int c = 0; c < nc; ++c) {merge}
 }}
 for (int c = 0; c < nc; ++c) {blk.col('_out', 'c')} = sp ? {out} : {empty};
 (void)si;

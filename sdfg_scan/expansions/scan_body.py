@@ -35,7 +35,7 @@ from sdfg_scan.nodes.scan import LEVELS, stride_symbol
 from sdfg_scan.reference import EMIT_MODES
 
 _FUNCS = {"exp": "math.exp", "log": "math.log", "sqrt": "math.sqrt", "abs": "abs", "fabs": "abs",
-          "sin": "math.sin", "cos": "math.cos", "tanh": "math.tanh", "minimum": "min", "maximum": "max",
+          "sin": "math.sin", "cos": "math.cos", "tanh": "math.tanh",
           "min": "min", "max": "max", "pow": "math.pow", "power": "math.pow", "floor": "math.floor",
           "ceil": "math.ceil"}
 K = "_k"
@@ -103,6 +103,11 @@ class _Translate(ast.NodeTransformer):
         name = f.attr if isinstance(f, ast.Attribute) else (f.id if isinstance(f, ast.Name) else None)
         if name == "where" and len(node.args) == 3:
             return ast.IfExp(node.args[0], node.args[1], node.args[2])
+        if name in ("minimum", "maximum") and len(node.args) == 2:
+            # NaN propagates like np.minimum / np.maximum (C's fmin/fmax and std::min/max do not)
+            a, b = (f"({ast.unparse(x)})" for x in node.args)
+            cmp = "<" if name == "minimum" else ">"
+            return ast.parse(f"({b} if ({b} {cmp} {a} or {b} != {b}) else {a})", mode="eval").body
         if name in _FUNCS:
             return ast.Call(ast.parse(_FUNCS[name], mode="eval").body, node.args, [])
         raise _err(f"call '{ast.unparse(node)}' is not supported in a scan body; use arithmetic, np.where, "
@@ -223,12 +228,10 @@ def build_body(name: str, code: BodyCode, inputs: list[dace.typeclass], inits: l
     creads = [comp.add_read(f"_c{j}") for j in range(code.ncarry)]
     for j, r in enumerate(creads):
         comp.add_edge(r, None, tk, f"_sc_c{j}", dace.Memlet(f"_c{j}[0]"))
-    xreads = {}
+    xreads = {i: comp.add_read(f"xs{i}") for i in sorted(code.at_level | code.offsets)}
     for i in sorted(code.at_level):
-        xreads.setdefault(i, comp.add_read(f"xs{i}"))
         comp.add_edge(xreads[i], None, tk, f"_sc_x{i}", dace.Memlet(f"xs{i}[{K}]"))
     for i in sorted(code.offsets):
-        xreads.setdefault(i, comp.add_read(f"xs{i}"))
         comp.add_edge(xreads[i], None, tk, f"_sc_xf{i}", dace.Memlet(f"xs{i}[0:{LEVELS}]", dynamic=True))
     for j in range(code.ncarry):
         nw = comp.add_write(f"_n{j}")

@@ -9,10 +9,15 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfg_scan.expansions import declare
-from sdfg_scan.expansions.column_loop import ColumnKernel, build_blocked, build_sequential, cell_axis_of
+from sdfg_scan.expansions.column_loop import (
+    ColumnKernel,
+    SequentialColumnExpansion,
+    build_blocked,
+    cell_axis_of,
+)
 from sdfg_scan.expansions.column_reduce_tree import build_lanes, build_tree
 from sdfg_scan.expansions.environments import ExactArithmetic
-from sdfg_scan.nodes.base import AutoExpansion, ColumnNode, is_contiguous_axis
+from sdfg_scan.nodes.base import AutoExpansion, ColumnNode
 from sdfg_scan.reference import REDUCE_OPS, reduce_identity
 
 SELECT_OPS = ("min", "max", "argmin", "argmax")
@@ -82,14 +87,10 @@ def kernel(node: ColumnReduce, state: dace.SDFGState) -> ColumnKernel:
 
 @dace.library.expansion
 @declare(targets=("cpu", "gpu"), reproducibility="exact")
-class ExpandColumnReduceSequential(ExpandTransformation):
+class ExpandColumnReduceSequential(SequentialColumnExpansion):
     """Order-pinned fold: one column per map iteration, k-loop inside, accumulator in a register."""
 
-    environments = [ExactArithmetic]
-
-    @staticmethod
-    def expansion(node, parent_state, parent_sdfg):
-        return build_sequential(node, parent_state, kernel(node, parent_state))
+    kernel = staticmethod(kernel)
 
 
 @dace.library.expansion
@@ -106,8 +107,9 @@ class ExpandColumnReduceBlocked(ExpandTransformation):
 
     @staticmethod
     def expansion(node, parent_state, parent_sdfg):
-        return build_blocked(node, parent_state, kernel(node, parent_state), node.cell_axis(parent_state),
-                             node.block_size)
+        cell = node.cell_axis(parent_state)
+        return build_blocked(node, parent_state, kernel(node, parent_state), cell,
+                             node.block_size if node.cells_contiguous(parent_state) else min(node.block_size, 8))
 
 
 @dace.library.expansion
@@ -120,7 +122,11 @@ class ExpandColumnReduceTree(ExpandTransformation):
     @staticmethod
     def expansion(node, parent_state, parent_sdfg):
         node.validate(parent_sdfg, parent_state)
-        block = 1 if node.target(parent_state) == "gpu" else node.tree_block
+        block = node.tree_block
+        if node.target(parent_state) == "gpu":
+            block = 1
+        elif not node.cells_contiguous(parent_state):
+            block = min(block, 16)  # interleaved columns: the block's columns stay in L1
         return build_tree(node, parent_state, node.cell_axis(parent_state), block)
 
 
@@ -142,8 +148,7 @@ class ExpandColumnReduceLanes(ExpandTransformation):
 
 @dace.library.expansion
 class ExpandColumnReduceAuto(AutoExpansion):
-    """CPU: ``blocked`` (exact); ``lanes`` for K-contiguous sum/prod when ``replay`` is allowed.
-    GPU: ``sequential`` (one column per thread)."""
+    """See :meth:`ColumnReduce.choose_implementation` (always an ``exact`` expansion)."""
 
 
 @dace.library.node
@@ -178,8 +183,10 @@ class ColumnReduce(ColumnNode):
     ==============  =========  =============  ==================================================
     ``sequential``  cpu, gpu   exact          one column per map iteration (GPU: per thread)
     ``blocked``     cpu        exact          blocks of ``block_size`` cells, vectorised cell loop
+                                              (K-contiguous: groups of at most 8 columns)
     ``tree``        cpu, gpu   exact          fixed pairwise tree (same bits as ``sequential``
                                               except for sum/prod), blocks of ``tree_block`` cells
+                                              (K-contiguous: at most 16)
     ``lanes``       cpu, gpu   replay         ``lanes`` interleaved partial results per column
     ``auto``        cpu, gpu   (chosen)       see :meth:`choose_implementation`
     ==============  =========  =============  ==================================================
@@ -201,9 +208,9 @@ class ColumnReduce(ColumnNode):
                                    desc="a bool '_mask' connector selects the levels that count")
     has_levels = properties.Property(dtype=bool, default=False, category="Semantics",
                                      desc="a K-less integer '_levels' connector: only levels k < levels count")
-    block_size = properties.Property(dtype=int, default=2048, category="Expansion",
+    block_size = properties.Property(dtype=int, default=8192, category="Expansion",
                                      desc="cells per block of the 'blocked' expansion")
-    tree_block = properties.Property(dtype=int, default=256, category="Expansion",
+    tree_block = properties.Property(dtype=int, default=64, category="Expansion",
                                      desc="cells per block of the 'tree' expansion on CPU")
     lanes = properties.Property(dtype=int, default=4, category="Expansion",
                                 desc="partial accumulators per column of the 'lanes' expansion")
@@ -270,14 +277,23 @@ class ColumnReduce(ColumnNode):
         known = [d for d in cols if not dace.symbolic.issymbolic(x.strides[d])]
         return min(known, key=lambda d: x.strides[d]) if known else cols[-1]
 
+    def cells_contiguous(self, state: dace.SDFGState) -> bool:
+        """Whether the blocked axis of '_in' has unit stride (cell-contiguous layout)."""
+        stride = self.operand(state, "_in").strides[self.cell_axis(state)]
+        return not dace.symbolic.issymbolic(stride) and stride == 1
+
     def choose_implementation(self, state):
+        """CPU, cells contiguous: ``blocked``. CPU, K contiguous: ``sequential`` for sum/prod/any/all
+        (consecutive columns' add chains already overlap out of order; as fast as ``lanes``, which is
+        therefore never chosen) and ``blocked`` (groups of 8 interleaved columns) for the selection
+        ops, whose compare/select chain is longer. GPU: ``sequential`` (one column per thread)."""
         cands = self.candidates(state)
-        k_contig = is_contiguous_axis(self.operand(state, "_in"), self.resolved_axis(len(
-            self.operand(state, "_in").shape)))
-        if "lanes" in cands and k_contig and self.op in ("sum", "prod") and self.target(state) == "cpu":
-            return "lanes"
-        if "blocked" in cands:
-            return "blocked"
+        if self.target(state) == "cpu":
+            want = "blocked"
+            if not self.cells_contiguous(state) and self.op not in SELECT_OPS:
+                want = "sequential"
+            if want in cands:
+                return want
         return super().choose_implementation(state)
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import dace
 import dace.library
 from dace import properties
-from dace.transformation.transformation import ExpandTransformation
 
 from sdfg_scan.expansions import declare
-from sdfg_scan.expansions.column_loop import ColumnKernel, build_blocked, build_sequential, cell_axis_of
-from sdfg_scan.expansions.environments import ExactArithmetic
+from sdfg_scan.expansions.column_loop import (
+    BlockedColumnExpansion,
+    ColumnKernel,
+    SequentialColumnExpansion,
+    cell_axis_of,
+)
 from sdfg_scan.nodes.base import AutoExpansion, ColumnNode
 from sdfg_scan.reference import CUMULATIVE_OPS, identity
 
@@ -39,30 +42,18 @@ def kernel(node: CumulativeScan, state: dace.SDFGState) -> ColumnKernel:
 
 @dace.library.expansion
 @declare(targets=("cpu", "gpu"), reproducibility="exact")
-class ExpandCumulativeScanSequential(ExpandTransformation):
+class ExpandCumulativeScanSequential(SequentialColumnExpansion):
     """One column per map iteration, k-loop inside, carry in a register."""
 
-    environments = [ExactArithmetic]
-
-    @staticmethod
-    def expansion(node, parent_state, parent_sdfg):
-        return build_sequential(node, parent_state, kernel(node, parent_state))
+    kernel = staticmethod(kernel)
 
 
 @dace.library.expansion
 @declare(targets=("cpu",), reproducibility="exact")
-class ExpandCumulativeScanBlocked(ExpandTransformation):
+class ExpandCumulativeScanBlocked(BlockedColumnExpansion):
     """Blocks of ``block_size`` contiguous cells; k-loop around the vectorised cell loop."""
 
-    environments = [ExactArithmetic]
-
-    @staticmethod
-    def expansion(node, parent_state, parent_sdfg):
-        cell = cell_axis_of(node, parent_state, "_in")
-        if cell is None:
-            raise node.error("the 'blocked' expansion needs a unit-stride non-scan axis (cell-contiguous "
-                             "layout); use 'sequential' for K-contiguous data")
-        return build_blocked(node, parent_state, kernel(node, parent_state), cell, node.block_size)
+    kernel = staticmethod(kernel)
 
 
 @dace.library.expansion

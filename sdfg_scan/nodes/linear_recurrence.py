@@ -5,11 +5,14 @@ from __future__ import annotations
 import dace
 import dace.library
 from dace import properties
-from dace.transformation.transformation import ExpandTransformation
 
 from sdfg_scan.expansions import declare
-from sdfg_scan.expansions.column_loop import ColumnKernel, build_blocked, build_sequential, cell_axis_of
-from sdfg_scan.expansions.environments import ExactArithmetic
+from sdfg_scan.expansions.column_loop import (
+    BlockedColumnExpansion,
+    ColumnKernel,
+    SequentialColumnExpansion,
+    cell_axis_of,
+)
 from sdfg_scan.nodes.base import AutoExpansion, ColumnNode
 
 
@@ -27,30 +30,19 @@ def kernel(node: LinearRecurrence, state: dace.SDFGState) -> ColumnKernel:
 
 @dace.library.expansion
 @declare(targets=("cpu", "gpu"), reproducibility="exact")
-class ExpandLinearRecurrenceSequential(ExpandTransformation):
+class ExpandLinearRecurrenceSequential(SequentialColumnExpansion):
     """One column per map iteration, k-loop inside, ``y`` in a register."""
 
-    environments = [ExactArithmetic]
-
-    @staticmethod
-    def expansion(node, parent_state, parent_sdfg):
-        return build_sequential(node, parent_state, kernel(node, parent_state))
+    kernel = staticmethod(kernel)
 
 
 @dace.library.expansion
 @declare(targets=("cpu",), reproducibility="exact")
-class ExpandLinearRecurrenceBlocked(ExpandTransformation):
+class ExpandLinearRecurrenceBlocked(BlockedColumnExpansion):
     """Blocks of ``block_size`` contiguous cells; k-loop around the vectorised cell loop."""
 
-    environments = [ExactArithmetic]
-
-    @staticmethod
-    def expansion(node, parent_state, parent_sdfg):
-        cell = cell_axis_of(node, parent_state, "a")
-        if cell is None:
-            raise node.error("the 'blocked' expansion needs a unit-stride non-scan axis (cell-contiguous "
-                             "layout); use 'sequential' for K-contiguous data")
-        return build_blocked(node, parent_state, kernel(node, parent_state), cell, node.block_size)
+    kernel = staticmethod(kernel)
+    operand = "a"
 
 
 @dace.library.expansion

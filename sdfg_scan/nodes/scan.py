@@ -27,8 +27,23 @@ def stride_symbol(connector: str) -> str:
     return f"_st_{connector}"
 
 
-def _nested_column(node: Scan) -> dace.nodes.NestedSDFG:
+def _body_copy(node: Scan) -> dace.SDFG:
+    """A copy of the body whose outputs without a connector (removed as dead by DaCe) are transients."""
     body = copy.deepcopy(node.body)
+    conns = set(node.in_connectors) | set(node.out_connectors)
+    for name, desc in body.arrays.items():
+        if not desc.transient and name not in conns:
+            desc.transient = True
+            if isinstance(desc, dace.data.Array):
+                desc.strides = [1] * len(desc.shape)
+                desc.total_size = desc.shape[0] if len(desc.shape) == 1 else desc.total_size
+            if stride_symbol(name) in body.symbols:
+                body.remove_symbol(stride_symbol(name))
+    return body
+
+
+def _nested_column(node: Scan) -> dace.nodes.NestedSDFG:
+    body = _body_copy(node)
     return dace.nodes.NestedSDFG(node.label, body, {c: None for c in node.in_connectors},
                                  {c: None for c in node.out_connectors}, symbol_mapping=dict(node.symbol_mapping))
 
@@ -64,7 +79,7 @@ def _mapped_columns(node: Scan, state: dace.SDFGState) -> dace.SDFG:
     st = outer.add_state("columns", is_start_block=True)
     ranges = {params[d]: f"0:{symbolic.symstr(shape[d])}" for d in col_dims} or {"_i": "0:1"}
     me, mx = st.add_map(f"{node.label}_columns", ranges)
-    body = copy.deepcopy(node.body)
+    body = _body_copy(node)
     mapping = dict(node.symbol_mapping)
     mapping[LEVELS] = nk
     for c in per_level:
@@ -191,7 +206,7 @@ class Scan(ColumnNode):
 
     def sync_from_body(self) -> None:
         """Re-derive ``loop_variable``, ``direction``, ``start`` and ``stop`` from the body's loop."""
-        s = analyze_scan(self.body)
+        s = analyze_scan(self.body, prologue=True)
         self.loop_variable, self.direction = s.variable, s.direction
         self.start, self.stop = symbolic.simplify(s.start), symbolic.simplify(s.stop)
 
@@ -224,9 +239,13 @@ class Scan(ColumnNode):
         if self.emit not in EMIT_MODES:
             raise self.error(f"unknown emit mode '{self.emit}'; expected one of {EMIT_MODES}")
         try:
-            s = analyze_scan(self.body)
+            s = analyze_scan(self.body, prologue=True)
         except NotAScan as e:
             raise self.error(f"the body is not a column scan: {e}") from None
+        try:
+            self.body.validate()
+        except Exception as e:  # noqa: BLE001 - name the node in any body validation failure
+            raise self.error(f"the body does not validate: {type(e).__name__}: {e}") from None
         for prop, derived in (("loop_variable", s.variable), ("direction", s.direction)):
             if getattr(self, prop) != derived:
                 raise self.error(f"property {prop} is '{getattr(self, prop)}' but the body says '{derived}'; "
@@ -240,8 +259,8 @@ class Scan(ColumnNode):
         for c in sorted(conns - body_args):
             raise self.error(f"connector '{c}' has no non-transient container in the body; "
                              f"expected one of {sorted(body_args)}")
-        for c in sorted(body_args - conns):
-            raise self.error(f"body container '{c}' is not a connector of the node; add connector '{c}'")
+        for c in sorted((body_args - conns) & set(s.inputs)):
+            raise self.error(f"body input '{c}' is not a connector of the node; add connector '{c}'")
         for c in sorted(conns):
             if not self.has_edge(state, c):
                 continue

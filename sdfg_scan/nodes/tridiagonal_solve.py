@@ -8,7 +8,9 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfg_scan.expansions import declare
+from sdfg_scan.expansions.cusparse_gtsv import build_cusparse, cuSPARSE
 from sdfg_scan.expansions.environments import ExactArithmetic
+from sdfg_scan.expansions.pcr import build_pcr
 from sdfg_scan.expansions.thomas import (
     SweepKernel,
     backward,
@@ -21,11 +23,11 @@ from sdfg_scan.expansions.thomas import (
 from sdfg_scan.nodes.base import AutoExpansion, ColumnNode
 
 FLOAT_TYPES = (dace.float32, dace.float64)
-BLOCK_CELLS = 256
-"""Default cells per block when cells are contiguous: scratch ``c'`` and ``x`` ([nlev, block] each)
-stay in L2 between the sweeps (90 levels: 2 x 180 KiB in float64)."""
-BLOCK_COLUMNS = 16
-"""Default interleaved columns per block when K is contiguous."""
+BLOCK_CELLS = 2048
+"""Default cells per block when cells are contiguous (measured best of 512..4096 at 81920 x 90 on the
+2-core dev machine; scratch c' and x of a block, 2 x 1.4 MiB in float64 at 90 levels, stay in L2/L3)."""
+BLOCK_COLUMNS = 64
+"""Default columns per block when K is contiguous (the block is staged into cell-contiguous scratch)."""
 
 # -- kernels (C++; arithmetic exactly as in sdfg_scan.reference, products rounded before sums) ----
 
@@ -72,7 +74,7 @@ def build_sweeps(node: ColumnNode, state: dace.SDFGState, kernel: SweepKernel) -
     block = node.block_size or (BLOCK_CELLS if contiguous else BLOCK_COLUMNS)
     if node.target(state) == "gpu" or cell is None or block == 1:
         return build_columns(node, state, kernel)
-    return build_blocked(node, state, kernel, cell, block)
+    return build_blocked(node, state, kernel, cell, block, stage=not contiguous)
 
 
 # -- TridiagonalSolve expansions --------------------------------------------------------------------
@@ -90,6 +92,46 @@ class ExpandTridiagonalThomas(ExpandTransformation):
         dtype = node.check(parent_state)
         kernel = prefactored_kernel(dtype) if node.prefactored else thomas_kernel(dtype)
         return build_sweeps(node, parent_state, kernel)
+
+
+@dace.library.expansion
+@declare(targets=("cpu", "gpu"), reproducibility="replay")
+class ExpandTridiagonalPCR(ExpandTransformation):
+    """Parallel cyclic reduction: every level of every column in parallel, ``ceil(log2 n)`` steps.
+
+    ``replay``: the operation order depends only on the level count (never on threads or hardware), but
+    it is not Thomas' order, so the last bits differ from the ``exact`` expansions.
+    """
+
+    environments = [ExactArithmetic]
+
+    @staticmethod
+    def expansion(node, parent_state, parent_sdfg):
+        dtype = node.check(parent_state)
+        if node.prefactored:
+            raise node.error("the 'pcr' expansion needs the matrix (a, b, c), got a pre-factored node; "
+                             "use 'thomas'")
+        return build_pcr(node, parent_state, dtype)
+
+
+@dace.library.expansion
+@declare(targets=("gpu",), reproducibility="replay")
+class ExpandTridiagonalCuSPARSE(ExpandTransformation):
+    """cuSPARSE: ``gtsvInterleavedBatch`` (cells contiguous) or ``gtsv2StridedBatch`` (K contiguous).
+
+    ``replay`` (assumed, not verified on a GPU here): cuSPARSE documents no atomics for these solvers;
+    the algorithm is NVIDIA's and may change between library versions.
+    """
+
+    environments = [cuSPARSE]
+
+    @staticmethod
+    def expansion(node, parent_state, parent_sdfg):
+        dtype = node.check(parent_state)
+        if node.prefactored:
+            raise node.error("the 'cusparse' expansion needs the matrix (a, b, c), got a pre-factored node; "
+                             "use 'thomas'")
+        return build_cusparse(node, parent_state, dtype)
 
 
 @dace.library.expansion
@@ -163,14 +205,21 @@ class TridiagonalSolve(_TridiagonalBase):
     ==============  =========  =============  ======================================================
     implementation  targets    reproducible   schedule
     ==============  =========  =============  ======================================================
-    ``thomas``      cpu, gpu   exact          CPU blocks of cells (vectorised) or interleaved
-                                              columns (K-contiguous); GPU one thread per column
-    ``auto``        cpu, gpu   exact          ``thomas``
+    ``thomas``      cpu, gpu   exact          CPU blocks of cells, vectorised cell loop (K-contiguous
+                                              blocks are staged cell-contiguous); GPU one thread/column
+    ``pcr``         cpu, gpu   replay         parallel cyclic reduction: (column, level) map per step,
+                                              log2(n) steps; for few, long columns and GPUs
+    ``cusparse``    gpu        replay         cuSPARSE gtsvInterleavedBatch (cells contiguous) or
+                                              gtsv2StridedBatch (K contiguous); never chosen by ``auto``
+    ``auto``        cpu, gpu   per request    ``thomas``; ``pcr`` on GPUs for few (< 2048), long (>= 256
+                                              levels) columns when ``reproducibility`` allows ``replay``
     ==============  =========  =============  ======================================================
     """
 
     implementations = {
         "thomas": ExpandTridiagonalThomas,
+        "pcr": ExpandTridiagonalPCR,
+        "cusparse": ExpandTridiagonalCuSPARSE,
         "auto": ExpandTridiagonalAuto,
     }
     default_implementation = "auto"
@@ -202,7 +251,16 @@ class TridiagonalSolve(_TridiagonalBase):
         self.check(state)
 
     def choose_implementation(self, state):
-        return "thomas" if "thomas" in self.candidates(state) else super().choose_implementation(state)
+        cands = self.candidates(state)
+        if "pcr" in cands and not self.prefactored and self.target(state) == "gpu":
+            shape = self.operand(state, "x").shape
+            axis = self.resolved_axis(len(shape))
+            ncol = dace.symbolic.pystr_to_symbolic("*".join(f"({s})" for i, s in enumerate(shape) if i != axis)
+                                                   or "1")
+            if not dace.symbolic.issymbolic(ncol) and not dace.symbolic.issymbolic(shape[axis]) and \
+                    int(ncol) < 2048 and int(shape[axis]) >= 256:
+                return "pcr"
+        return "thomas" if "thomas" in cands else super().choose_implementation(state)
 
 
 @dace.library.expansion
@@ -249,5 +307,5 @@ class TridiagonalFactor(_TridiagonalBase):
 
 
 __all__ = ["ExpandTridiagonalAuto", "ExpandTridiagonalFactorAuto", "ExpandTridiagonalFactorThomas",
-           "ExpandTridiagonalThomas", "TridiagonalFactor", "TridiagonalSolve", "factor_kernel",
+           "ExpandTridiagonalCuSPARSE", "ExpandTridiagonalPCR", "ExpandTridiagonalThomas", "TridiagonalFactor", "TridiagonalSolve", "factor_kernel",
            "prefactored_kernel", "thomas_kernel"]

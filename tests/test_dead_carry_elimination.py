@@ -1,0 +1,112 @@
+"""DeadCarryElimination: unused / pass-through / delay-line carry slots, bitwise; refuses what it must."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import hand_columns as hc
+import icon4py_fixtures as fx
+import pytest
+from dace.sdfg.state import LoopRegion
+from sdfg_scan.transformations import DeadCarryElimination, LiftScans, PeelBoundaryLevels, RemoveScanSelfCopies
+
+from sdfg_scan.nodes.scan import Scan
+
+
+def _snapshot(sdfg) -> str:
+    return json.dumps(sdfg.to_json(), sort_keys=True)
+
+
+@pytest.mark.parametrize("backward", [False, True], ids=["forward", "backward"])
+@pytest.mark.parametrize("kind", ["unused", "pass_through", "delay_line"])
+def test_hand_column_bitwise(kind, backward):
+    sdfg = hc.column(f"dce_{kind}_{int(backward)}", backward=backward, extra=kind)
+    sdfg.validate()
+    xf = copy.deepcopy(sdfg)
+    xf.name = sdfg.name + "_xf"
+    assert xf.apply_transformations_repeated(DeadCarryElimination, validate=False) == 1
+    xf.validate()
+    assert "d" not in xf.arrays if kind != "delay_line" else "v" not in xf.arrays
+    a, b = sdfg.compile(), xf.compile()
+    for nlev in (0, 1, 6):
+        fx.assert_bitwise_equal(hc.run_column(a, nlev), hc.run_column(b, nlev))
+
+
+GUARDS = {
+    "_candidates: stride 2": dict(extra="unused", stride=2),
+    "_carry_write: carry written twice in the loop": dict(extra="unused", extra_written_twice=True),
+    "pass-through: its temporary is also used after the loop": dict(extra="pass_through", extra_src_read_after=True),
+    "delay line: the slot is read after the loop": dict(extra="delay_line", extra_read_after=True),
+    "_delay_source: the input index does not move with k": dict(extra="delay_line", extra_index="0"),
+    "no dead slot (recurrence and flag only)": dict(),
+    "_used_in_control_flow: the unused slot is read by an interstate edge": dict(extra="unused", cf_uses="d"),
+}
+
+
+@pytest.mark.parametrize("kw", list(GUARDS.values()), ids=list(GUARDS))
+def test_does_not_apply(kw):
+    sdfg = hc.column("dce_guard", **kw)
+    sdfg.validate()
+    before = _snapshot(sdfg)
+    assert sdfg.apply_transformations_repeated(DeadCarryElimination, validate=False) == 0
+    assert _snapshot(sdfg) == before
+
+
+EXPECTED = {  # delay lines rho (previous_level_5) and t (previous_level_7) of graupel's scan
+    "graupel_run.opt_nohooks": 2, "graupel_run.opt_hooks": 2, "graupel_run_dyn.opt_nohooks": 2,
+    "graupel_run.lowered": 2, "graupel_run_dyn.lowered": 2,
+}
+
+
+@pytest.mark.fixtures
+@pytest.mark.parametrize("form", [f for f in fx.FORMS if f not in fx.NO_COMPILE])  # lowered graupel: see
+def test_fixture_applies_and_validates(form):  # test_dead_carry_elimination.test_lowered_graupel_all
+    sdfg = fx.load(form)
+    count = sdfg.apply_transformations_repeated(DeadCarryElimination, validate=False)
+    sdfg.validate()
+    print(f"{form}: DeadCarryElimination rewrote {count} carry slots")
+    if form in EXPECTED:
+        assert count == EXPECTED[form]
+    for loop in [b for b in sdfg.all_control_flow_blocks(recursive=True) if isinstance(b, LoopRegion)]:
+        for name in ("previous_level_5", "previous_level_7"):
+            assert not any(n.data == name for st in loop.all_states() for n in st.data_nodes()
+                           if st.in_degree(n) > 0)
+
+
+@pytest.mark.fixtures
+def test_graupel_fully_transformed_bitwise():
+    """graupel_run_dyn (symbolic domain): self-copies + dead carries + peeling, one compile each side."""
+    form = "graupel_run_dyn.opt_nohooks"
+    sdfg = fx.load(form)
+    kw = fx.inputs(form, sdfg)
+    xf = copy.deepcopy(sdfg)
+    counts = [xf.apply_transformations_repeated(t, validate=False) for t in (RemoveScanSelfCopies, DeadCarryElimination,
+                                                             PeelBoundaryLevels)]
+    assert counts == [4, 2, 0]
+    xf.validate()
+    fx.assert_bitwise_equal(fx.run(form, sdfg, kw), fx.run(form + "+canonical", xf, kw))
+
+
+@pytest.mark.fixtures
+def test_scan_node_body():
+    """The same transformations apply inside a lifted ``Scan`` node's body and leave the SDFG valid."""
+    sdfg = fx.load("graupel_run.opt_nohooks")
+    assert sdfg.apply_transformations_repeated(LiftScans, validate=False) == 1
+    (scan,) = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Scan)]
+    counts = [scan.body.apply_transformations_repeated(t, validate=False) for t in (RemoveScanSelfCopies, DeadCarryElimination)]
+    assert counts == [4, 2]
+    sdfg.validate()
+
+
+@pytest.mark.fixtures
+@pytest.mark.parametrize("form", sorted(fx.NO_COMPILE))
+def test_lowered_graupel_all(form):
+    """The ~95-deep lowered graupel (never compiled here): all three canonicalising transformations,
+    loaded once, applied in pipeline order, then validated."""
+    sdfg = fx.load(form)
+    counts = [sdfg.apply_transformations_repeated(t, validate=False) for t in (RemoveScanSelfCopies, DeadCarryElimination,
+                                                               PeelBoundaryLevels)]
+    print(f"{form}: self-copies {counts[0]}, dead carries {counts[1]}, peeled {counts[2]}")
+    assert counts == [4, 2, 0]
+    sdfg.validate()

@@ -1,0 +1,321 @@
+"""DeadCarryElimination: remove carry slots of a k-loop that carry nothing across levels."""
+
+from __future__ import annotations
+
+import re
+
+import networkx as nx
+from dace import data as dt
+from dace import dtypes, properties, symbolic
+from dace.memlet import Memlet
+from dace.sdfg import SDFG, SDFGState, nodes
+from dace.sdfg import utils as sdutil
+from dace.sdfg.state import ConditionalBlock, LoopRegion
+from dace.transformation import transformation as xf
+from dace.transformation.passes.analysis import loop_analysis
+
+
+@properties.make_properties
+@xf.explicit_cf_compatible
+class DeadCarryElimination(xf.MultiStateTransformation):
+    """Turn carry slots of a column k-loop that do not carry a recurrence into plain per-level values.
+
+    Matched pattern: a ``LoopRegion`` at the top level of a column SDFG (gt4py's scan nested SDFG or a
+    ``Scan`` node's ``body``) and a *carry*: a transient single-element container ``c`` written in the
+    loop body by one copy ``t -> c`` (gt4py's ``scan_update``). Three kinds are rewritten (one slot
+    per application, the first in name order):
+
+    - **unused**: ``c`` is read nowhere. All writes of ``c`` (init copy, update copy) are removed::
+
+          c = init; for k: ...; c = t            ->   for k: ...
+
+    - **pass-through**: ``c`` is never read inside the loop, only after it (e.g. the surface value).
+      The slot disappears: the init goes into ``t``, readers after the loop read ``t``::
+
+          c = init; for k: t = f(k); c = t        ->   t = init; for k: t = f(k)
+          last = c                                      last = t
+
+    - **delay line**: every level copies an input element into the slot (``tmp = x[k]; c = tmp``)
+      and the loop reads ``c`` only before that copy, so ``c`` is ``x[k - 1]`` (``x[k + 1]`` for a
+      backward loop) except on the first level, where it is the init. The reads become a windowed
+      read and the copy chain is removed::
+
+          c = init; for k: y = g(c); c = x[k]     ->   c = init; for k: y = g(c if k == first else x[k - 1])
+
+    Bitwise identical results (only copies are removed or redirected).
+
+    Legality checks (``can_be_applied``; ``_candidates``):
+
+    - the loop is a direct child of the SDFG with a unit stride (``loop_analysis``);
+    - ``_carry_write``: exactly one write of ``c`` inside the loop, a copy from a transient
+      single-element ``t`` of the same dtype, in a state directly in the loop body; ``c`` is a
+      transient single-element container not touched by a nested SDFG connector;
+    - ``_used_in_control_flow``: neither ``c`` nor ``t`` appears in an interstate edge or condition;
+    - unused: no reads of ``c`` anywhere;
+    - pass-through: no reads of ``c`` in the loop; ``t`` written only inside the loop; all accesses
+      of ``c`` outside the loop are plain access-node copies (renamed to ``t``);
+    - delay line (``_delay_source``): ``t``'s only write is a copy of one element of a read-only
+      non-transient array ``x`` at an index that moves with the loop variable, in a body state; all
+      reads of ``c`` are in body states that strictly precede the update state; ``c`` is not read
+      after the loop.
+
+    No options.
+    """
+
+    loop = xf.PatternNode(LoopRegion)
+
+    @classmethod
+    def expressions(cls):
+        return [sdutil.node_path_graph(cls.loop)]
+
+    def can_be_applied(self, graph, expr_index: int, sdfg: SDFG, permissive: bool = False) -> bool:
+        return bool(_candidates(self.loop))
+
+    def apply(self, graph, sdfg: SDFG):
+        cands = _candidates(self.loop)
+        if not cands:
+            raise ValueError(f"sdfg_scan.DeadCarryElimination: loop '{self.loop.label}' has no dead carry slot; "
+                             "call can_be_applied first")
+        kind, c, info = cands[0]
+        {"unused": _remove_unused, "pass_through": _remove_pass_through, "delay_line": _window_delay_line}[kind](
+            self.loop, c, info)
+
+
+def classify(loop: LoopRegion) -> dict[str, str]:
+    """``{carry: kind}`` for every slot this transformation would rewrite (for reports)."""
+    return {c: kind for kind, c, _ in _candidates(loop)}
+
+
+# ------------------------------------------------------------------------------------------------
+# analysis
+# ------------------------------------------------------------------------------------------------
+def _single(desc) -> bool:
+    return (isinstance(desc, dt.Scalar) or (isinstance(desc, dt.Array) and desc.total_size == 1)) and not isinstance(
+        desc, dt.View)
+
+
+def _accesses(sdfg: SDFG, name: str):
+    for st in sdfg.all_states():
+        for n in st.data_nodes():
+            if n.data == name:
+                yield st, n
+
+
+def _inside(block, loop: LoopRegion) -> bool:
+    g = block.parent_graph
+    while g is not None and not isinstance(g, SDFG):
+        if g is loop:
+            return True
+        g = g.parent_graph
+    return False
+
+
+def _plain_copy_edges(st: SDFGState, n: nodes.AccessNode) -> bool:
+    """Every edge at ``n`` connects it to another access node (no tasklet / nested SDFG / map)."""
+    return all(isinstance(e.src, nodes.AccessNode) and isinstance(e.dst, nodes.AccessNode) and e.data.wcr is None
+               for e in st.all_edges(n))
+
+
+def _carry_write(loop: LoopRegion, c: str):
+    """``(state, t_node, c_node)`` of the single update copy ``t -> c`` in the loop body, or None."""
+    sdfg = loop.sdfg
+    writes = [(st, n) for st, n in _accesses(sdfg, c) if _inside(st, loop) and st.in_degree(n) > 0]
+    if len(writes) != 1:
+        return None
+    st, n = writes[0]
+    if st.parent_graph is not loop or st.in_degree(n) != 1:
+        return None
+    e = st.in_edges(n)[0]
+    if not isinstance(e.src, nodes.AccessNode) or e.src.data == c or e.data.wcr is not None:
+        return None
+    t = e.src.data
+    dt_, dc = sdfg.arrays[t], sdfg.arrays[c]
+    if not (dt_.transient and _single(dt_)) or dt_.dtype != dc.dtype:
+        return None
+    return st, e.src, n
+
+
+def _candidates(loop: LoopRegion) -> list:
+    sdfg = loop.sdfg
+    if loop.parent_graph is not sdfg or loop.inverted:
+        return []
+    stride = loop_analysis.get_loop_stride(loop)
+    first = loop_analysis.get_init_assignment(loop)
+    if stride is None or first is None or symbolic.simplify(stride) not in (1, -1):
+        return []
+    out = []
+    for c in sorted(sdfg.arrays):
+        desc = sdfg.arrays[c]
+        if not (desc.transient and _single(desc)):
+            continue
+        w = _carry_write(loop, c)
+        if w is None:
+            continue
+        upd, t_node, _ = w
+        t = t_node.data
+        if _used_in_control_flow(sdfg, c) or _used_in_control_flow(sdfg, t):
+            continue
+        acc = list(_accesses(sdfg, c))
+        if any(isinstance(e.src, nodes.NestedSDFG) for st, n in acc for e in st.in_edges(n)):
+            continue
+        reads = [(st, n) for st, n in acc if st.out_degree(n) > 0]
+        reads_in = [(st, n) for st, n in reads if _inside(st, loop)]
+        if not reads:
+            out.append(("unused", c, w))
+            continue
+        if not reads_in:
+            outside = [(st, n) for st, n in acc if not _inside(st, loop)]
+            t_outside = [1 for st, n in _accesses(sdfg, t) if not _inside(st, loop)]
+            if all(_plain_copy_edges(st, n) for st, n in outside) and not t_outside:
+                out.append(("pass_through", c, w))
+            continue
+        src = _delay_source(loop, t, upd, stride)
+        if src is None:
+            continue
+        if any(not _inside(st, loop) for st, _ in reads):
+            continue
+        if not all(st.parent_graph is loop and st is not upd and nx.has_path(loop.nx, st, upd)
+                   and not nx.has_path(loop.nx, upd, st) for st, _ in reads_in):
+            continue
+        out.append(("delay_line", c, (w, src, first, symbolic.simplify(stride))))
+    return out
+
+
+def _delay_source(loop: LoopRegion, t: str, upd: SDFGState, stride):
+    """``(state, edge)`` of the copy ``x[idx(k)] -> t`` that is ``t``'s only write, or None."""
+    sdfg = loop.sdfg
+    writes = [(st, n) for st, n in _accesses(sdfg, t) if st.in_degree(n) > 0]
+    if len(writes) != 1:
+        return None
+    st, n = writes[0]
+    if st.parent_graph is not loop or st.in_degree(n) != 1:
+        return None
+    if st is not upd and not nx.has_path(loop.nx, st, upd):
+        return None
+    e = st.in_edges(n)[0]
+    if e.data.wcr is not None:
+        return None
+    if isinstance(e.src, nodes.Tasklet):  # an identity tasklet ``out = in`` (lowered gt4py)
+        e = _identity_tasklet_input(st, e)
+        if e is None:
+            return None
+    if not isinstance(e.src, nodes.AccessNode):
+        return None
+    x = e.src.data
+    xd = sdfg.arrays[x]
+    if xd.transient or not isinstance(xd, dt.Array) or isinstance(xd, dt.View):
+        return None
+    if any(st2.in_degree(n2) > 0 for st2, n2 in _accesses(sdfg, x)):
+        return None  # x must be read-only
+    subset = e.data.subset if e.data.data == x else e.data.src_subset
+    if subset is None or subset.num_elements() != 1:
+        return None
+    var = symbolic.pystr_to_symbolic(loop.loop_variable)
+    if not any(var in symbolic.pystr_to_symbolic(str(r[0])).free_symbols for r in subset.ndrange()):
+        return None
+    return st, e, x, subset
+
+
+_IDENTITY = re.compile(r"^\s*(\w+)\s*=\s*(\w+)\s*;?\s*$")
+
+
+def _identity_tasklet_input(st: SDFGState, out_edge):
+    """The input edge of a tasklet ``out = in`` with one input and one output, or None."""
+    tk = out_edge.src
+    if len(tk.in_connectors) != 1 or len(tk.out_connectors) != 1 or st.in_degree(tk) != 1 or st.out_degree(tk) != 1:
+        return None
+    m = _IDENTITY.match(tk.code.as_string.strip())
+    ie = st.in_edges(tk)[0]
+    if m is None or m.group(1) != out_edge.src_conn or m.group(2) != ie.dst_conn or ie.data.wcr is not None:
+        return None
+    return ie
+
+
+def _used_in_control_flow(sdfg: SDFG, name: str) -> bool:
+    """Whether ``name`` appears in an interstate edge or a branch / loop condition of ``sdfg``."""
+    for e in sdfg.all_interstate_edges():
+        if name in e.data.free_symbols:
+            return True
+    for b in sdfg.all_control_flow_blocks():
+        if isinstance(b, ConditionalBlock) and any(c is not None and name in c.get_free_symbols()
+                                                   for c, _ in b.branches):
+            return True
+        if isinstance(b, LoopRegion) and any(c is not None and name in c.get_free_symbols() for c in
+                                             (b.loop_condition, b.init_statement, b.update_statement)):
+            return True
+    return False
+
+
+# ------------------------------------------------------------------------------------------------
+# rewrites
+# ------------------------------------------------------------------------------------------------
+def _drop_node_edges(st: SDFGState, n: nodes.AccessNode) -> None:
+    for e in list(st.in_edges(n)):
+        st.remove_edge(e)
+        if isinstance(e.src, nodes.AccessNode) and st.degree(e.src) == 0:
+            st.remove_node(e.src)
+    st.remove_node(n)
+
+
+def _remove_unused(loop: LoopRegion, c: str, info) -> None:
+    sdfg = loop.sdfg
+    for st, n in list(_accesses(sdfg, c)):
+        _drop_node_edges(st, n)
+    sdfg.remove_data(c, validate=False)
+
+
+def _remove_pass_through(loop: LoopRegion, c: str, info) -> None:
+    sdfg = loop.sdfg
+    upd, t_node, c_node = info
+    t = t_node.data
+    _drop_node_edges_keep_src(upd, c_node)
+    for st, n in list(_accesses(sdfg, c)):
+        n.data = t
+        for e in st.all_edges(n):
+            if e.data.data == c:
+                e.data.data = t
+    sdfg.remove_data(c, validate=False)
+
+
+def _drop_node_edges_keep_src(st: SDFGState, n: nodes.AccessNode) -> None:
+    for e in list(st.in_edges(n)):
+        st.remove_edge(e)
+        if st.degree(e.src) == 0:
+            st.remove_node(e.src)
+    st.remove_node(n)
+
+
+def _window_delay_line(loop: LoopRegion, c: str, info) -> None:
+    sdfg = loop.sdfg
+    (upd, t_node, c_node), (wst, wedge, x, subset), first, stride = info
+    t = t_node.data
+    var = loop.loop_variable
+    k = symbolic.pystr_to_symbolic(var)
+    index = ", ".join(symbolic.symstr(symbolic.pystr_to_symbolic(str(b)).subs(k, k - stride))
+                      for b, _, _ in subset.ndrange())
+    xd = sdfg.arrays[x]
+    first_str = symbolic.symstr(first).replace("Min(", "min(").replace("Max(", "max(")
+    code = f"__win = __prev if ({var} == {first_str}) else __x[{index}]"
+    for st, n in [(st, n) for st, n in _accesses(sdfg, c) if st.out_degree(n) > 0]:
+        name = sdfg.add_scalar(f"{c}_window", xd.dtype, transient=True, find_new_name=True)[0]
+        tasklet = st.add_tasklet(f"{c}_delay_window", {"__prev": None, "__x": None}, {"__win": None}, code,
+                                 language=dtypes.Language.Python)
+        st.add_edge(n, None, tasklet, "__prev", Memlet(f"{c}[0]"))
+        xn = st.add_read(x)
+        st.add_edge(xn, None, tasklet, "__x", Memlet.from_array(x, xd))
+        win = st.add_access(name)
+        st.add_edge(tasklet, "__win", win, None, Memlet(f"{name}[0]"))
+        for e in list(st.out_edges(n)):
+            if e.dst is tasklet:
+                continue
+            st.remove_edge(e)
+            mem = e.data
+            if mem.data == c:
+                mem.data = name
+            st.add_edge(win, e.src_conn, e.dst, e.dst_conn, mem)
+    # the update copy and, if nothing else reads it, the element copy into t
+    _drop_node_edges_keep_src(upd, c_node)
+    if not any(st.out_degree(n) > 0 for st, n in _accesses(sdfg, t)):
+        for st, n in list(_accesses(sdfg, t)):
+            _drop_node_edges_keep_src(st, n)
+        sdfg.remove_data(t, validate=False)
