@@ -29,6 +29,7 @@ import textwrap
 from dataclasses import dataclass, field
 
 import dace
+import numpy as np
 from dace.sdfg.state import LoopRegion
 
 from sdfg_scan.nodes.scan import LEVELS, stride_symbol
@@ -57,8 +58,9 @@ def _err(msg: str) -> ValueError:
 
 
 class _Translate(ast.NodeTransformer):
-    def __init__(self, cname, xname, kname, ninputs, fill, dtypes):
+    def __init__(self, cname, xname, kname, ninputs, fill, dtypes, constants=None):
         self.c, self.x, self.k, self.n, self.fill, self.dtypes = cname, xname, kname, ninputs, fill, dtypes
+        self.constants = constants or {}
         self.at_level, self.offsets = set(), set()
 
     def _index(self, node):
@@ -95,6 +97,8 @@ class _Translate(ast.NodeTransformer):
             return ast.Name(K, ast.Load())
         if node.id in (self.c, self.x):
             raise _err(f"'{node.id}' may only be indexed (c[i], x[i], x[i, offset]) or unpacked")
+        if node.id in self.constants:
+            return ast.Constant(self.constants[node.id])
         return node
 
     def visit_Call(self, node):
@@ -112,6 +116,17 @@ class _Translate(ast.NodeTransformer):
             return ast.Call(ast.parse(_FUNCS[name], mode="eval").body, node.args, [])
         raise _err(f"call '{ast.unparse(node)}' is not supported in a scan body; use arithmetic, np.where, "
                    f"or one of {sorted(_FUNCS)}")
+
+
+def _numeric_free_names(f) -> dict:
+    """Numbers the body reads from its module or closure (``GRAV = 9.81``): inlined as constants."""
+    try:
+        cv = inspect.getclosurevars(f)
+    except TypeError:
+        return {}
+    names = {**cv.globals, **cv.nonlocals}
+    return {k: (v.item() if hasattr(v, "item") else v) for k, v in names.items()
+            if isinstance(v, (bool, int, float, np.number))}
 
 
 def _as_tuple(node) -> list:
@@ -137,7 +152,7 @@ def translate(f, ncarry: int, ninputs: int, fill, dtypes: list | None = None) ->
     if len(params) != 3:
         raise _err(f"the body takes (carry, x, k), got parameters {params}")
     cname, xname, kname = params
-    tr = _Translate(cname, xname, kname, ninputs, fill, dtypes)
+    tr = _Translate(cname, xname, kname, ninputs, fill, dtypes, _numeric_free_names(f))
     lines, ret = [], None
     for stmt in fdef.body:
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
