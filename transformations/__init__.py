@@ -2,7 +2,7 @@
 
 __all__: list[str] = []
 
-from sdfg_scan.transformations.lift_scans import LiftScans  # noqa: E402
+from sdfg_scan.transformations.lift_scans import LiftScans  # noqa: E402,F401
 
 __all__.append("LiftScans")
 
