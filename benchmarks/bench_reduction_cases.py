@@ -60,7 +60,7 @@ def cases(ncol: int = 81920, nlev: int = 90) -> list[Row]:
     field = ncol * nlev * 8
     specs = [("window M=3", "window", "sum", ("direct", "kcached"), field),
              ("column sum", "reduce", "sum", ("blocked", "tree", "lanes"), ncol * 8),
-             ("column argmin", "reduce", "argmin", ("blocked", "tree", "lanes"), ncol * 8)]
+             ("column argmin", "reduce", "argmin", ("blocked", "tree", "lanes", "kvector"), ncol * 8)]
     for layout, (_, axis) in LAYOUTS.items():
         x = np.random.default_rng(0).standard_normal((nlev, ncol) if axis == 0 else (ncol, nlev))
         for case, kind, op, impls, out_bytes in specs:

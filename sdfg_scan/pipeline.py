@@ -1,17 +1,23 @@
 """``sdfg_scan.optimize``: lift -> canonicalise -> restructure -> select, with a report.
 
-Stages (each optional transformation is imported defensively from ``sdfg_scan.transformations``;
-a stage whose transformation is not available is skipped and named in the report):
+Stages (each transformation is looked up in ``sdfg_scan.transformations``; one that is not
+available is skipped and named in the report):
 
-1. canonicalise the gt4py scans in place (``RemoveScanSelfCopies``, ``DeadCarryElimination``,
-   ``PeelBoundaryLevels``), applied repeatedly to the whole SDFG;
-2. restructure (``ScanFission``, ``ScanFusion``) when available;
-3. lift every column scan to a ``Scan`` node (``LiftScans``);
-4. for ``target="gpu"`` apply DaCe's GPU transformation; select one implementation per Scan node
-   that fits the target and the requested reproducibility class.
+1. lift every column scan to a ``Scan`` node (``LiftScans``);
+2. canonicalise **on each ``Scan.body`` after lifting** (``RemoveScanSelfCopies``,
+   ``DeadCarryElimination``, ``PeelBoundaryLevels``, repeated on the body, then
+   ``node.sync_from_body()``), so lifting always sees gt4py's original structure and the
+   canonicalisers work on the small body as one unit; scans that could not be lifted (not in a map)
+   are canonicalised in place in the enclosing SDFG;
+3. restructure: ``ScanFusion`` then ``ScanFission``. Fusion joins scans over the same levels,
+   fission then splits what is independent again, so the result is one scan per
+   dependence-connected group (producer -> consumer pairs stay fused; scans with peeled levels are
+   not fused with others: their loop ranges differ);
+4. for ``target="gpu"`` apply DaCe's GPU transformation; choose one implementation per sdfg_scan
+   node (:func:`sdfg_scan.select.select_expansions`) honouring the reproducibility class.
 
-The report compares each scan's structure (:mod:`sdfg_scan.scan_structure`) before and after, so
-its numbers do not depend on how a transformation counts its own work.
+Counts in the report come from the scan structure (:mod:`sdfg_scan.scan_structure`) before and
+after each stage, not from the transformations' own bookkeeping.
 """
 
 from __future__ import annotations
@@ -22,10 +28,10 @@ from dataclasses import dataclass, field
 import dace
 
 from sdfg_scan.expansions import REPRODUCIBILITY
-from sdfg_scan.scan_structure import find_scans
+from sdfg_scan.scan_structure import NotAScan, analyze_scan, find_scans
 
 CANONICALISE = ("RemoveScanSelfCopies", "DeadCarryElimination", "PeelBoundaryLevels")
-RESTRUCTURE = ("ScanFission", "ScanFusion")
+RESTRUCTURE = ("ScanFusion", "ScanFission")
 TARGETS = ("cpu", "gpu")
 
 
@@ -55,10 +61,20 @@ class OptimizeReport:
     skipped: list[str] = field(default_factory=list)
     scans_before: int = 0
     scans_after: int = 0
+    scans_lifted: int = 0
+    copies_removed: int = 0
+    carries_removed: int = 0
+    carries_demoted: int = 0
+    branches_peeled: int = 0
+    scans_fused: int = 0
+    scans_split: int = 0
 
     def table(self) -> str:
         rows = [f"target={self.target} reproducibility={self.reproducibility} scans {self.scans_before} -> "
                 f"{self.scans_after}; applied {self.applied or '{}'}; skipped {self.skipped or '[]'}",
+                f"lifted {self.scans_lifted}, copies removed {self.copies_removed}, carry slots removed "
+                f"{self.carries_removed} / demoted {self.carries_demoted}, branches peeled {self.branches_peeled}, "
+                f"scans fused {self.scans_fused} / split {self.scans_split}",
                 f"{'scan':24} {'dir':8} {'levels':28} lifted copies- carries peeled impl (class)"]
         for s in self.scans:
             rows.append(f"{s.label[:24]:24} {s.direction:8} {s.levels[:28]:28} {str(s.lifted):6} "
@@ -75,13 +91,37 @@ def _transformation(name: str):
     return getattr(mod, name, None)
 
 
-def _apply(sdfg: dace.SDFG, name: str, report: OptimizeReport) -> None:
+def _apply(sdfg: dace.SDFG, name: str, report: OptimizeReport) -> int:
     cls = _transformation(name)
     if cls is None:
-        report.skipped.append(name)
-        return
+        if name not in report.skipped:
+            report.skipped.append(name)
+        return 0
     n = sdfg.apply_transformations_repeated(cls, validate=False)
     report.applied[name] = report.applied.get(name, 0) + n
+    return n
+
+
+def _scan_nodes(sdfg: dace.SDFG) -> list:
+    from sdfg_scan.nodes.scan import Scan
+
+    return [(n, st) for n, st in sdfg.all_nodes_recursive() if isinstance(n, Scan)]
+
+
+def _canonicalise_body(node, report: OptimizeReport) -> tuple[int, int, int, int]:
+    """Canonicalise one ``Scan.body``; returns (copies removed, carries removed, demoted, branches peeled)."""
+    try:
+        before = analyze_scan(node.body, prologue=True)
+    except NotAScan:
+        return 0, 0, 0, 0
+    for name in CANONICALISE:
+        _apply(node.body, name, report)
+    node.sync_from_body()
+    after = analyze_scan(node.body, prologue=True)
+    gone = set(before.carries) - set(after.carries)
+    removed = sum(1 for c in gone if before.carries[c].kind == "unused")
+    return (max(0, len(before.self_copies) - len(after.self_copies)), removed, len(gone) - removed,
+            max(0, len(before.branches) - len(after.branches)))
 
 
 def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact") -> OptimizeReport:
@@ -95,35 +135,57 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     if reproducibility not in REPRODUCIBILITY:
         raise ValueError(f"sdfg_scan.optimize: reproducibility must be one of {REPRODUCIBILITY}, "
                          f"got '{reproducibility}'")
+    from sdfg_scan.nodes.scan import Scan
+    from sdfg_scan.select import select_expansions
+
     report = OptimizeReport(target, reproducibility)
-    before = find_scans(sdfg)
-    report.scans_before = len(before)
-    for name in CANONICALISE + RESTRUCTURE:
-        _apply(sdfg, name, report)
-    _apply(sdfg, "LiftScans", report)
+    report.scans_before = len(find_scans(sdfg))
+    # 1. lift
+    report.scans_lifted = _apply(sdfg, "LiftScans", report)
+    # 2. canonicalise each Scan body (and, in place, the scans that could not be lifted)
+    stats: dict[int, tuple[int, int, int, int]] = {}
+    for node, _ in _scan_nodes(sdfg):
+        stats[id(node)] = _canonicalise_body(node, report)
+    if any(not isinstance(site.node, Scan) for site in find_scans(sdfg)):
+        unlifted = [site.structure for site in find_scans(sdfg) if not isinstance(site.node, Scan)]
+        for name in CANONICALISE:
+            _apply(sdfg, name, report)
+        now = [site.structure for site in find_scans(sdfg) if not isinstance(site.node, Scan)]
+        if len(now) == len(unlifted):
+            for old, new in zip(unlifted, now, strict=True):
+                report.copies_removed += max(0, len(old.self_copies) - len(new.self_copies))
+                report.branches_peeled += max(0, len(old.branches) - len(new.branches))
+                report.carries_demoted += max(0, len(old.carries) - len(new.carries))
+    for c, r, d, b in stats.values():
+        report.copies_removed += c
+        report.carries_removed += r
+        report.carries_demoted += d
+        report.branches_peeled += b
+    # 3. restructure
+    fused = _apply(sdfg, "ScanFusion", report)
+    split_nodes = len(_scan_nodes(sdfg))
+    _apply(sdfg, "ScanFission", report)
+    report.scans_fused = fused
+    report.scans_split = len(_scan_nodes(sdfg)) - split_nodes
+    # 4. select
     if target == "gpu":
         sdfg.apply_gpu_transformations()
     sdfg.validate()
+    choices = {c.node: c for c in select_expansions(sdfg, reproducibility)}
     after = find_scans(sdfg)
     report.scans_after = len(after)
-    from sdfg_scan.nodes.scan import Scan
-
-    for i, site in enumerate(after):
+    for site in after:
         s = site.structure
-        old = before[i].structure if len(before) == len(after) else None
         r = ScanReport(site.node.label, s.direction, f"[{s.start}, {s.stop})", lifted=isinstance(site.node, Scan))
         r.carries_after = len(s.carries)
-        r.carries_before = len(old.carries) if old else r.carries_after
         r.carry_kinds_after = {k: len(s.slots(k)) for k in dict.fromkeys(c.kind for c in s.carries.values())}
-        if old:
-            r.copies_removed = max(0, len(old.self_copies) - len(s.self_copies))
-            r.branches_peeled = max(0, len(old.branches) - len(s.branches))
+        c, rm, dm, b = stats.get(id(site.node), (0, 0, 0, 0))
+        r.copies_removed, r.branches_peeled = c, b
+        r.carries_before = r.carries_after + rm + dm
         if isinstance(site.node, Scan):
-            site.node.reproducibility = reproducibility
-            impl = site.node.choose_implementation(site.state)
-            site.node.implementation = impl
-            r.implementation = impl
-            r.reproducibility = site.node.implementations[impl].reproducibility
+            r.implementation = site.node.implementation
+            ch = choices.get(site.node.label)
+            r.reproducibility = ch.reproducibility if ch else site.node.implementations[r.implementation].reproducibility
         report.scans.append(r)
     return report
 

@@ -18,7 +18,8 @@ from tests.conftest import cuda_code, nvcc_compile
 N, K = dace.symbol("N"), dace.symbol("K")
 OPS = R.REDUCE_OPS
 IMPLS = ("sequential", "blocked", "tree", "lanes")
-EXACT = {"sequential": "sequential", "blocked": "sequential", "tree": "tree"}
+SELECT = ("min", "max", "argmin", "argmax")
+EXACT = {"sequential": "sequential", "blocked": "sequential", "tree": "tree", "kvector": "sequential"}
 VARIANTS = ("plain", "masked")  # masked: mask and per-column levels
 LAYOUTS = ("kcontig", "cellcontig")
 DTYPES = (np.float64, np.float32)
@@ -67,13 +68,18 @@ def compiled(request):
     layout, dtype, ops = request.param
     sdfg, st = base_sdfg(f"test_column_reduce_{layout}_{np.dtype(dtype).name}", layout, dtype)
     for op in ops:
-        for impl in IMPLS:
+        for impl in IMPLS + (("kvector",) if op in SELECT else ()):
             add_reduce(sdfg, st, out_name(op, impl, "masked"), op, impl, layout, True, block_size=64, tree_block=16)
         add_reduce(sdfg, st, out_name(op, "sequential", "masked", True), op, "sequential", layout, True,
                    reverse=True)
     for impl in ("blocked", "tree"):
         add_reduce(sdfg, st, out_name(ops[0], impl, "plain"), ops[0], impl, layout, False, block_size=64,
                    tree_block=16)
+    for op in [o for o in ops if o in SELECT]:  # the unmasked fast paths (no "idx < 0" test), both directions
+        for impl in ("blocked", "kvector"):
+            add_reduce(sdfg, st, out_name(op, impl, "plain"), op, impl, layout, False, block_size=64)
+        add_reduce(sdfg, st, out_name(op, "blocked", "plain", True), op, "blocked", layout, False, reverse=True,
+                   block_size=64)
     sdfg.expand_library_nodes()
     return layout, dtype, sdfg, sdfg.compile()
 
@@ -174,7 +180,7 @@ def test_tree_is_order_free_for_selection_ops():
 
 
 @pytest.mark.parametrize("layout, op, want", [("cellcontig", "sum", "blocked"), ("cellcontig", "argmin", "blocked"),
-                                               ("kcontig", "sum", "sequential"), ("kcontig", "argmin", "blocked")])
+                                               ("kcontig", "sum", "sequential"), ("kcontig", "argmin", "sequential")])
 def test_auto_choice(layout, op, want):
     sdfg, st = base_sdfg(f"auto_{layout}", layout, np.float64)
     node = add_reduce(sdfg, st, "o", op, "auto", layout, False)

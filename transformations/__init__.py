@@ -17,3 +17,11 @@ __all__.append("PeelBoundaryLevels")
 from sdfg_scan.transformations.dead_carry_elimination import DeadCarryElimination  # noqa: E402,F401
 
 __all__.append("DeadCarryElimination")
+
+from sdfg_scan.transformations.scan_fusion import ScanFusion  # noqa: E402,F401
+
+__all__.append("ScanFusion")
+
+from sdfg_scan.transformations.scan_fission import ScanFission  # noqa: E402,F401
+
+__all__.append("ScanFission")

@@ -47,7 +47,9 @@ class RemoveScanSelfCopies(xf.SingleStateTransformation):
       (they become identities); after the loop ``s`` is read only if such a copy exists in the loop.
     - ``_used_in_control_flow``: neither ``s`` nor ``t`` appears in an interstate edge or a condition.
 
-    No options.
+    No options. Copies whose output buffer is the input buffer only under the caller's aliasing
+    (graupel's ``q_out_k``/``q_in_k`` pass-throughs) are handled by ``ScanOutputsInPlace(inplace=...)``
+    (``transformations/scan_outputs_in_place.py``); run it first, then this transformation.
     """
 
     nsdfg = xf.PatternNode(nodes.NestedSDFG)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import copy
 import itertools
+import re
 
 import dace
 import networkx as nx
 from dace import properties, symbolic
 from dace.sdfg import nodes
 from dace.sdfg.graph import OrderedDiGraph
-from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
+from dace.sdfg.state import ConditionalBlock
 from dace.transformation import transformation as xf
 
 from sdfg_scan.nodes.scan import LEVELS, Scan, stride_symbol
@@ -162,7 +163,7 @@ def _in_control_flow(body: dace.SDFG, name: str) -> bool:
     for blk in body.all_control_flow_blocks():
         if isinstance(blk, ConditionalBlock):
             for cond, _ in blk.branches:
-                if cond is not None and name in symbolic.free_symbols_and_functions(cond.as_string):
+                if cond is not None and name in re.findall(r"[A-Za-z_]\w*", cond.as_string):
                     return True
     return False
 
@@ -310,8 +311,20 @@ def _rename(body: dace.SDFG, repl: dict[str, str]) -> None:
     """Simultaneous renaming (through unique placeholders, so swaps and chains are safe)."""
     repl = {k: v for k, v in repl.items() if k != v}
     temp = {k: f"__sdfg_scan_fuse_{i}" for i, k in enumerate(sorted(repl))}
-    body.replace_dict(temp)
-    body.replace_dict({temp[k]: v for k, v in repl.items()})
+    dtypes = {k: body.symbols[k] for k in repl if k in body.symbols}
+    _replace(body, temp)
+    _replace(body, {temp[k]: v for k, v in repl.items()})
+    for k, dt in dtypes.items():  # keep each renamed symbol's dtype
+        body.symbols[repl[k]] = dt
+
+
+def _replace(body: dace.SDFG, repl: dict[str, str]) -> None:
+    # Symbolic replacement only for symbols: DaCe's replace_dict turns a renamed non-transient scalar
+    # read as a symbol into a constant tasklet (dace/sdfg/replace.py); the dummy entry keeps the
+    # explicit symrepl non-empty so it is not rebuilt from ``repl``.
+    symrepl = {symbolic.symbol(k): symbolic.symbol(v) for k, v in repl.items() if k not in body.arrays}
+    symrepl[symbolic.symbol("__sdfg_scan_unused_a")] = symbolic.symbol("__sdfg_scan_unused_b")
+    body.replace_dict(repl, symrepl=symrepl)
 
 
 def _fix_parents(sdfg: dace.SDFG) -> None:
@@ -412,4 +425,3 @@ def _fuse(state: dace.SDFGState, sdfg: dace.SDFG, plan: _Plan) -> Scan:
 
 
 __all__ = ["ScanFusion", "merge_bodies"]
-_ = ControlFlowRegion  # imported for type clarity in docstrings

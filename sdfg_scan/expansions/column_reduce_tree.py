@@ -262,4 +262,163 @@ for (int l = 1; l < {L}; ++l) {merge}
     return _tasklet_map(node, state, f"{node.label}_lanes", cell_axis, 1, code)
 
 
-__all__ = ["STACK_DEPTH", "build_lanes", "build_tree", "cpp_literal"]
+def _fold_parts(node, blk: _Block, reverse: bool):
+    """C++ pieces of the sequential fold (``reference.column_fold``) of one cell ``c`` at level ``k``:
+    carry declarations, per-level step (on the register copies ``a``/``ai``) and the result.
+
+    The selection ops use the exact rule of the sequential kernel: forward, ``v`` replaces ``a``
+    when ``!(v >= a) & (a == a)`` (``v < a``, or ``v`` NaN and ``a`` not; the same predicate as
+    ``(v < a) | (v != v & a == a)`` for every input, with one compare less), backward when
+    ``(v <= a) | (v != v)``. ``min``/``max`` need no index: starting from the identity (+-inf, the
+    integer extremes), the first valid value is taken or equals it bitwise.
+    """
+    x = blk.x
+    op = node.op
+    conds = []
+    if node.has_mask:
+        conds.append(blk.seq("_mask", "c", "k"))
+    if node.has_levels:
+        conds.append(f"(k < {blk.col('_levels', 'c')})")
+    valid = " & ".join(f"({c_})" for c_ in conds)
+    xv = blk.seq("_in", "c", "k")
+    vt = "bool" if op in ("any", "all") else x.dtype.ctype
+    arg = op in ("argmin", "argmax")
+    if op in ("any", "all"):
+        ident = "true" if op == "all" else "false"
+    else:
+        base = op[3:] if arg else op
+        ident = cpp_literal(reduce_identity(base, x.dtype.as_numpy_dtype()), x.dtype)
+    if op in ("sum", "prod"):
+        sym = "+" if op == "sum" else "*"
+        step = f"{{ const {vt} v = {xv}; a = " + (f"({valid}) ? (a {sym} v) : a; }}" if valid else f"a {sym} v; }}")
+    elif op == "any":
+        step = f"a = a | ({valid + ' & ' if valid else ''}({xv} != 0));"
+    elif op == "all":
+        step = f"a = a & ({'!(' + valid + ') | ' if valid else ''}({xv} != 0));"
+    else:
+        ge, le = (">=", "<=") if op in ("min", "argmin") else ("<=", ">=")
+        # logical && / || (not & / |): GCC if-converts and vectorises the unrolled chain only so
+        beats = f"((v {le} a) || (v != v))" if reverse else f"(!(v {ge} a) && (a == a))"
+        take = beats
+        if arg:
+            take = f"((ai < 0) || {beats})" if valid else beats
+        if valid:
+            take = f"({valid}) && {take}"
+        upd = "a = t_ ? v : a;" + (" ai = t_ ? (long long)k : ai;" if arg else "")
+        step = f"{{ const {vt} v = {xv}; const bool t_ = {take}; {upd} }}"
+    return vt, ident, arg, step, bool(valid)
+
+
+def build_fold(node, state: dace.SDFGState, cell_axis: int, block: int, unroll: int) -> dace.SDFG:
+    """The ``blocked`` expansion: the sequential fold over blocks of ``block`` cells, in C++.
+
+    Per block, the carries live in ``[block]`` arrays; the level loop is unrolled by ``unroll`` and
+    jammed into the cell loop (each pass over the cells loads a cell's carries once, folds
+    ``unroll`` levels in registers, stores them back): ``unroll`` concurrent row streams and a
+    branch-free, vectorisable cell loop. Every cell still folds its levels one by one in the
+    visiting order of ``sequential``, so the result is bitwise the same.
+    """
+    blk = _Block(node, state, cell_axis)
+    reverse = node.reverse
+    vt, ident, arg, step, masked = _fold_parts(node, blk, reverse)
+    plain_sel = arg and not masked
+    out = "idx[c]" if arg else "acc[c]"
+    level = "(nk - 1 - (j))" if reverse else "(j)"
+
+    def body(js: list[str]) -> str:
+        lines = [f"{vt} a = acc[c];"] + (["long long ai = idx[c];"] if arg else [])
+        for j in js:
+            lines.append(f"{{ const int k = {level.replace('j', j)}; {step} }}")
+        lines += ["acc[c] = a;"] + (["idx[c] = ai;"] if arg else [])
+        return "\n            ".join(lines)
+
+    # plain argmin/argmax: the carries start as (identity, first visited level), so no "idx < 0" test
+    # is needed: the first level replaces the identity unless it equals it (same value, same index).
+    # Empty columns are fixed at the output; no branch around the loops (a branch between the carry
+    # initialisation and the level loops keeps GCC from vectorising them inside OpenMP loops).
+    first_k = level.replace("j", "0")
+    # unit-stride cells: force the vectorisation GCC's cost model refuses for the unrolled select chain
+    cstride = blk.x.strides[cell_axis]
+    simd = "#pragma omp simd" if not dace.symbolic.issymbolic(cstride) and cstride == 1 else ""
+    idx0 = f" idx[c] = {first_k if plain_sel else '-1'};" if arg else ""
+    result = f"(nk > 0 ? {out} : -1)" if plain_sel else out
+    code = f"""
+{vt} acc[{block}];
+{f'long long idx[{block}];' if arg else ''}
+for (int c = 0; c < nc; ++c) {{ acc[c] = {ident};{idx0} }}
+int j = 0;
+for (; j + {unroll} <= nk; j += {unroll}) {{
+    {simd}
+    for (int c = 0; c < nc; ++c) {{
+            {body([f'j + {u}' for u in range(unroll)])}
+    }}
+}}
+for (; j < nk; ++j) {{
+    for (int c = 0; c < nc; ++c) {{
+            {body(['j'])}
+    }}
+}}
+for (int c = 0; c < nc; ++c) {blk.col('_out', 'c')} = {result};
+"""
+    return _tasklet_map(node, state, f"{node.label}_blocked", cell_axis, block, code)
+
+
+def build_kvector(node, state: dace.SDFGState, lanes: int) -> dace.SDFG:
+    """The ``kvector`` expansion of the selection ops: one column per map iteration, ``lanes``
+    (value, index) carries along K (level ``k`` goes to lane ``k % lanes``; the fixed-width lane
+    loop vectorises), combined with the order-free (value, index) rule of :func:`_code_parts`.
+
+    Each lane keeps the first index of its extreme value (first NaN); the combine keeps the NaN,
+    else the extreme value, ties to the lower index: the first index of the column's extreme value
+    whatever the lane count, i.e. bitwise the sequential result (``min``/``max``: its value).
+    """
+    x = node.operand(state, "_in")
+    axis = node.resolved_axis(len(x.shape))
+    cell_axis = [d for d in range(len(x.shape)) if d != axis][-1]
+    blk = _Block(node, state, cell_axis)
+    vt, ident, _valid, value, _arg, combine = _code_parts(node, blk)
+    value = value.replace("[(c) *", "[(0) *")
+    masked = node.has_mask or node.has_levels
+    valid = _valid.replace("[(c) *", "[(0) *")
+    L = lanes
+    cmp = "<" if node.op in ("min", "argmin") else ">"
+    # inside a lane the indices grow, so strict "beats" keeps the first; once a lane holds a valid
+    # entry (index >= 0) the identity never replaces it
+    if masked:
+        take = (f"(({valid}) & ((ai[l] < 0) | (v {cmp} a[l]) | ((v != v) & (a[l] == a[l]))))")
+        val = value
+    else:
+        take = f"((v {cmp} a[l]) | ((v != v) & (a[l] == a[l])))"
+        val = blk.seq("_in", "0", "k")
+    step = f"const {vt} v = {val}; const bool t_ = {take}; a[l] = t_ ? v : a[l]; ai[l] = t_ ? (long long)k : ai[l];"
+    merge = combine.format(vt=vt, a="a[0]", b="a[l]", ai="ai[0]", bi="ai[l]")
+    out = "ai[0]" if node.op in ("argmin", "argmax") else "a[0]"
+    if masked:
+        start = f"for (int l = 0; l < {L}; ++l) {{ a[l] = {ident}; ai[l] = -1; }}\nint k0 = 0;"
+    else:
+        first = blk.seq("_in", "0", "l")
+        start = (f"for (int l = 0; l < {L}; ++l) {{ a[l] = l < nk ? {first} : {ident}; ai[l] = l < nk ? l : -1; }}\n"
+                 f"int k0 = nk < {L} ? nk : {L};")
+    code = f"""
+{vt} a[{L}];
+long long ai[{L}];
+{start}
+int kb = k0;
+for (; kb + {L} <= nk; kb += {L}) {{
+    for (int l = 0; l < {L}; ++l) {{
+        const int k = kb + l;
+        {step}
+    }}
+}}
+for (int l = 0; l < {L}; ++l) {{
+    const int k = kb + l;
+    if (k < nk) {{ {step} }}
+}}
+for (int l = 1; l < {L}; ++l) {merge}
+{blk.col('_out', '0')} = ({out});
+(void)nc;
+"""
+    return _tasklet_map(node, state, f"{node.label}_kvector", cell_axis, 1, code)
+
+
+__all__ = ["STACK_DEPTH", "build_fold", "build_kvector", "build_lanes", "build_tree", "cpp_literal"]

@@ -1,0 +1,449 @@
+"""ScanOutputsInPlace: under a declared output/input aliasing, write a scan's output in place and drop its copy."""
+
+from __future__ import annotations
+
+import itertools
+
+import networkx as nx
+import sympy
+from dace import data as dt
+from dace import dtypes, properties, symbolic
+from dace.memlet import Memlet
+from dace.sdfg import SDFG, SDFGState, nodes
+from dace.sdfg import utils as sdutil
+from dace.sdfg.state import LoopRegion
+from dace.transformation import transformation as xf
+from dace.transformation.passes.analysis import loop_analysis
+from sdfg_scan.transformations.remove_scan_self_copies import _identity_copies
+
+
+@properties.make_properties
+@xf.explicit_cf_compatible
+class ScanOutputsInPlace(xf.SingleStateTransformation):
+    """Write a scan output straight into the input buffer it is declared to alias, and drop the scan body's
+    identity copy of that input into the output (the "level not activated" branch).
+
+    gt4py's graupel computes ``q_tmp = where(mask, f(q_in), q_in)`` in a Cell x K map ``M1``, then a scan
+    (nested SDFG ``Z`` in a Cell map ``M2``) reads ``q_tmp[c, k]`` and writes ``q_out[c, k]``; in levels
+    that are not activated the scan copies ``q_tmp[c, k]`` through ``N`` (``if_stmt``) into ``q_out``. When
+    the caller passes the same buffer for ``q_out`` and ``q_in`` (icon4py's driver does), the copy rewrites
+    a value the buffer already holds, once ``q_tmp`` also lives in that buffer.
+
+    Matched pattern: the scan nested SDFG ``Z`` (contains a forward ``LoopRegion``) inside a map in a state
+    of the top-level SDFG, for one declared pair ``out -> inp`` of ``inplace``::
+
+        before                                          after
+        M1: T[c,k] = W(inp[c,k]) (else: inp[c,k])        M1: inp[c,k] = W(inp[c,k])   (T removed)
+        M2/Z: x = T[c,k]; o = N(x) (else: o = x)         M2/Z: x = inp[c,k]; N writes out[k] in its
+              t = o; out[k] = t; carry <- t                    non-identity branches only; carry <- t
+        out: written by Z                                out: never accessed (results are in inp)
+
+    Same semantics as the original program called with ``out`` and ``inp`` aliased (same buffer, same
+    field origin); ``out`` stays in the signature, never accessed, as in icon4py's hooks.
+
+    Legality checks (``can_be_applied``), one pair at a time; any failure leaves the SDFG unchanged:
+
+    - ``_declared``: ``out`` and ``inp`` are non-transient arrays of the top-level SDFG with the same dtype
+      whose shapes and strides are equal up to a renaming of symbols (``_unify``).
+    - ``_out_written_by_scan``: ``out`` has exactly one access node in the SDFG, written only by ``Z``'s
+      connector ``y`` through ``M2``'s exit, never read.
+    - ``_body_write``: inside ``Z`` the forward loop writes ``y`` exactly once, at ``[k]`` (loop variable),
+      from a scalar ``t`` written by output ``o`` of a nested SDFG ``N`` whose other states write ``o``
+      once each; ``N`` copies its input ``i`` into ``o`` in a branch exclusive with those writes.
+    - ``_source``: ``i`` reads ``X[c, k]`` (point), ``X`` a connector of ``Z`` bound to a transient ``T``
+      (window from its origin), and ``X[c, k]`` and ``y[k]`` name the same element up to a constant
+      offset ``delta`` (no map or loop index in it).
+    - ``_producer``: ``T`` is written only in this state by ``M1`` through a scalar ``L`` fed by nested
+      SDFG ``W``'s output, at ``T[c1, k1]``; ``W`` copies input ``inp[c1, k1] + delta`` into that output
+      (the ``where`` else branch); ``T`` is read only by ``M2``.
+    - ``_inp_reads``: ``inp`` is never written and read only by ``M1``, only at that same point (checked
+      through nested SDFGs that receive the array), by nodes that run before ``L`` is stored.
+    - ``_scan_reads``: every access of a connector of ``Z`` bound to ``T`` is a point read ``[c, k + v]``
+      with ``v >= 0`` a constant; reads with ``v == 0`` feed ``N`` (so they happen before ``y[k]`` is
+      written); connectors bound to ``T`` are not passed into nested SDFGs other than as scalars.
+
+    Options: ``inplace`` (dict ``out -> inp``, empty = does nothing): the caller's aliasing declaration.
+    """
+
+    nsdfg = xf.PatternNode(nodes.NestedSDFG)
+    inplace = properties.DictProperty(key_type=str, value_type=str, default={},
+                                      desc="output -> input container the caller passes the same buffer for")
+
+    @classmethod
+    def expressions(cls):
+        return [sdutil.node_path_graph(cls.nsdfg)]
+
+    def can_be_applied(self, graph: SDFGState, expr_index: int, sdfg: SDFG, permissive: bool = False) -> bool:
+        return self._plan(graph) is not None
+
+    def apply(self, graph: SDFGState, sdfg: SDFG):
+        plan = self._plan(graph)
+        if plan is None:
+            raise ValueError(f"sdfg_scan.ScanOutputsInPlace: '{self.nsdfg.label}' has no legal in-place pair; "
+                             "call can_be_applied first")
+        _rewrite(graph, self.nsdfg, plan)
+
+    def _plan(self, state: SDFGState):
+        if not self.inplace:
+            return None
+        for out, inp in sorted(self.inplace.items()):
+            try:
+                plan = _plan_pair(state, self.nsdfg, out, inp)
+            except (ValueError, KeyError, TypeError, AttributeError, IndexError):
+                plan = None
+            if plan is not None:
+                return plan
+        return None
+
+
+# ------------------------------------------------------------------------------------------------
+def _sym(e):
+    return symbolic.pystr_to_symbolic(str(e))
+
+
+def _eq(a, b) -> bool:
+    return sympy.simplify(_sym(a) - _sym(b)) == 0
+
+
+def _unify(a: dt.Array, b: dt.Array):
+    """Symbol renaming ``sigma`` with ``sigma(a.shape) == b.shape`` and ``sigma(a.strides) == b.strides``."""
+    if len(a.shape) != len(b.shape):
+        return None
+    sigma: dict = {}
+    for ea, eb in list(zip(a.shape, b.shape, strict=True)) + list(zip(a.strides, b.strides, strict=True)):
+        ea, eb = _sym(ea), _sym(eb)
+        if sympy.simplify(ea.subs(sigma, simultaneous=True) - eb) == 0:
+            continue
+        fa = sorted((s for s in ea.free_symbols if s not in sigma), key=str)
+        fb = sorted((s for s in eb.free_symbols if s not in sigma.values()), key=str)
+        if not fa and eb.is_Symbol and eb not in sigma.values():
+            continue  # a runtime stride of inp that the aliasing declaration fixes to ea
+        if len(fa) != len(fb) or len(fa) > 4:
+            return None
+        for perm in itertools.permutations(fb):
+            trial = dict(sigma)
+            trial.update(zip(fa, perm, strict=True))
+            if sympy.simplify(ea.subs(trial, simultaneous=True) - eb) == 0:
+                sigma = trial
+                break
+        else:
+            return None
+    return sigma
+
+
+def _point(subset):
+    """The index tuple of a single-element subset, else None."""
+    if subset is None or subset.num_elements() != 1:
+        return None
+    return tuple(_sym(r[0]) for r in subset.ndrange())
+
+
+def _begin(subset):
+    return tuple(_sym(r[0]) for r in subset.ndrange())
+
+
+def _access_nodes(sdfg: SDFG, name: str):
+    return [(st, n) for st in sdfg.states() for n in st.data_nodes() if n.data == name]
+
+
+def _plan_pair(state: SDFGState, z: nodes.NestedSDFG, out: str, inp: str):
+    root = state.sdfg
+    if root.parent_nsdfg_node is not None or out not in root.arrays or inp not in root.arrays or out == inp:
+        return None
+    dout, dinp = root.arrays[out], root.arrays[inp]
+    # _declared
+    if not (type(dout) is dt.Array and type(dinp) is dt.Array) or dout.transient or dinp.transient:
+        return None
+    if dout.dtype != dinp.dtype:
+        return None
+    sigma = _unify(dout, dinp)
+    if sigma is None:
+        return None
+    # _out_written_by_scan
+    outs = _access_nodes(root, out)
+    if len(outs) != 1 or outs[0][0] is not state:
+        return None
+    out_node = outs[0][1]
+    if state.out_degree(out_node) != 0 or state.in_degree(out_node) != 1:
+        return None
+    out_path = state.memlet_path(state.in_edges(out_node)[0])
+    if len(out_path) != 2 or out_path[0].src is not z or not isinstance(out_path[1].src, nodes.MapExit):
+        return None
+    y = out_path[0].src_conn
+    m2_entry = state.entry_node(z)
+    if m2_entry is None or state.exit_node(m2_entry) is not out_path[1].src:
+        return None
+    cell = _sym(m2_entry.map.params[0]) if len(m2_entry.map.params) == 1 else None
+    if cell is None:
+        return None
+    inner = z.sdfg
+    loops = [r for r in inner.all_control_flow_regions() if isinstance(r, LoopRegion)]
+    if len(loops) != 1 or loop_analysis.get_loop_stride(loops[0]) != 1:
+        return None
+    loop = loops[0]
+    k = _sym(loop.loop_variable)
+    # _body_write
+    ywrites = [(st, n) for st in inner.all_states() for n in st.data_nodes() if n.data == y]
+    if len(ywrites) != 1:
+        return None
+    body, yw = ywrites[0]
+    if not _inside(body, loop) or body.out_degree(yw) != 0 or body.in_degree(yw) != 1:
+        return None
+    yedge = body.in_edges(yw)[0]
+    ypt = _point(yedge.data.get_dst_subset(yedge, body))
+    if ypt is None or len(ypt) != 1 or not _eq(ypt[0], k) or yedge.data.wcr is not None:
+        return None
+    tnode = yedge.src
+    if not isinstance(tnode, nodes.AccessNode) or body.in_degree(tnode) != 1:
+        return None
+    tdesc = inner.arrays[tnode.data]
+    if not (tdesc.transient and tdesc.total_size == 1):
+        return None
+    if any(n is not tnode and n.data == tnode.data and st.in_degree(n) > 0 for st, n in _all_nodes(inner)):
+        return None
+    nedge = body.in_edges(tnode)[0]
+    n = nedge.src
+    if not isinstance(n, nodes.NestedSDFG):
+        return None
+    o = nedge.src_conn
+    cands = [(ist, ie) for ist, ie in _identity_copies(n) if ie.dst.data == o]
+    if len(cands) != 1:
+        return None
+    copy_state, copy_edge = cands[0]
+    i = copy_edge.src.data
+    other_writes = [(st, w) for st, w in _all_nodes(n.sdfg) if w.data == o and st.in_degree(w) > 0 and st is not copy_state]
+    if not other_writes or len({id(st) for st, _ in other_writes}) != len(other_writes):
+        return None
+    # _source
+    iedges = [e for e in body.in_edges(n) if e.dst_conn == i]
+    if len(iedges) != 1 or not isinstance(iedges[0].src, nodes.AccessNode):
+        return None
+    x = iedges[0].src.data
+    if x not in z.in_connectors or not isinstance(n.sdfg.arrays[i], dt.Scalar):
+        return None
+    xpt = _point(iedges[0].data.src_subset or iedges[0].data.subset)
+    zmap = {_sym(s): _sym(v) for s, v in z.symbol_mapping.items()}
+    if xpt is None or len(xpt) != 2:
+        return None
+    xpt = tuple(e.subs(zmap, simultaneous=True) for e in xpt)
+    zin = [e for e in state.in_edges(z) if e.dst_conn == x]
+    if len(zin) != 1:
+        return None
+    xpath = state.memlet_path(zin[0])
+    tn = xpath[0].src
+    if len(xpath) != 2 or not isinstance(tn, nodes.AccessNode) or xpath[0].dst is not m2_entry:
+        return None
+    T = tn.data
+    dT = root.arrays[T]
+    if not dT.transient or type(dT) is not dt.Array or len(dT.shape) != 2:
+        return None
+    xbeg = _begin(zin[0].data.subset)
+    if any(b != 0 for b in xbeg):
+        return None
+    t_abs = tuple(xbeg[d] + xpt[d] for d in range(2))
+    if not _eq(t_abs[0], cell) or not _eq(t_abs[1], k):
+        return None
+    ybeg = _begin(out_path[1].data.subset)  # out window in the map exit -> out edge (outer)
+    ywin = _begin(zout_subset(state, z, y))
+    out_abs = (ywin[0], ywin[1] + k)
+    delta = tuple(sympy.simplify(out_abs[d] - t_abs[d]) for d in range(2))
+    params = {cell, k} | {_sym(p) for p in m2_entry.map.params}
+    if any(d.free_symbols & params for d in delta):
+        return None
+    del ybeg
+    delta_inp = tuple(d.subs(sigma, simultaneous=True) for d in delta)
+    # _producer
+    tnodes = _access_nodes(root, T)
+    if any(st is not state for st, _ in tnodes):
+        return None
+    writes = [(nn, e) for _, nn in tnodes for e in state.in_edges(nn)]
+    if len(writes) != 1:
+        return None
+    t_write_node, t_write = writes[0]
+    for _, nn in tnodes:
+        for e in state.out_edges(nn):
+            if e.dst is not m2_entry:
+                return None
+    m1_exit = t_write.src
+    if not isinstance(m1_exit, nodes.MapExit) or m1_exit is out_path[1].src:
+        return None
+    m1_entry = state.entry_node(m1_exit)
+    inner_w = [e for e in state.in_edges(m1_exit) if e.dst_conn == "IN_" + t_write.src_conn[4:]]
+    if len(inner_w) != 1 or not isinstance(inner_w[0].src, nodes.AccessNode):
+        return None
+    lnode = inner_w[0].src
+    if root.arrays[lnode.data].total_size != 1 or state.in_degree(lnode) != 1 or state.out_degree(lnode) != 1:
+        return None
+    wpt = _point(inner_w[0].data.get_dst_subset(inner_w[0], state))
+    if wpt is None or len(wpt) != 2:
+        return None
+    wedge = state.in_edges(lnode)[0]
+    w = wedge.src
+    if not isinstance(w, nodes.NestedSDFG) or state.entry_node(w) is not m1_entry:
+        return None
+    wc = [(ist, ie) for ist, ie in _identity_copies(w) if ie.dst.data == wedge.src_conn]
+    if len(wc) != 1:
+        return None
+    iw = wc[0][1].src.data
+    iwe = [e for e in state.in_edges(w) if e.dst_conn == iw]
+    if len(iwe) != 1:
+        return None
+    iwpath = state.memlet_path(iwe[0])
+    if iwpath[0].data.data != inp or not isinstance(iwpath[0].src, nodes.AccessNode):
+        return None
+    p = _point(iwe[0].data.subset)
+    target = tuple(sympy.simplify(wpt[d] + delta_inp[d]) for d in range(2))
+    if p is None or any(not _eq(p[d], target[d]) for d in range(2)):
+        return None
+    # _inp_reads
+    for st, nn in _access_nodes(root, inp):
+        if st is not state or state.in_degree(nn) != 0:
+            return None
+        for e in state.out_edges(nn):
+            if e.dst is not m1_entry:
+                return None
+    order = []  # readers not yet ordered before the store of L: the rewrite adds empty-memlet edges
+    for e in state.out_edges(m1_entry):
+        if e.data.data != inp:
+            continue
+        if not nx.has_path(state.nx, e.dst, lnode):
+            if nx.has_path(state.nx, lnode, e.dst) or isinstance(e.dst, nodes.EntryNode):
+                return None
+            order.append(e.dst)
+        if not _reads_only_at(state, e, target):
+            return None
+    # _scan_reads
+    tconns = {e.dst_conn for e in state.in_edges(z) if state.memlet_path(e)[0].src.data == T}
+    for st in inner.all_states():
+        for e in st.edges():
+            if e.data.data not in tconns:
+                continue
+            if not _inside(st, loop):
+                return None
+            pt = _point(e.data.subset)
+            if pt is None or len(pt) != 2:
+                return None
+            pt = tuple(v.subs(zmap, simultaneous=True) for v in pt)
+            if not _eq(pt[0], cell):
+                return None
+            v = sympy.simplify(pt[1] - k)
+            if not (v.is_Integer and v >= 0):
+                return None
+            if isinstance(e.dst, nodes.NestedSDFG) and not isinstance(e.dst.sdfg.arrays[e.dst_conn], dt.Scalar):
+                return None
+            if v == 0 and not (st is body and (e.dst is n or nx.has_path(st.nx, e.dst, n))):
+                return None
+    return dict(out=out, inp=inp, sigma=sigma, out_node=out_node, out_path=out_path, y=y, body=body, yw=yw,
+                yedge=yedge, n=n, o=o, copy_state=copy_state, copy_edge=copy_edge, other_writes=other_writes,
+                T=T, tconns=tconns, order=order, lnode=lnode, delta=delta_inp, m1_exit=m1_exit, m2_entry=m2_entry, tnodes=tnodes)
+
+
+def zout_subset(state, z, y):
+    e = [e for e in state.out_edges(z) if e.src_conn == y][0]
+    return e.data.get_dst_subset(e, state)
+
+
+def _all_nodes(sdfg: SDFG):
+    for st in sdfg.all_states():
+        for n in st.data_nodes():
+            yield st, n
+
+
+def _inside(block, region) -> bool:
+    g = block.parent_graph
+    while g is not None:
+        if g is region:
+            return True
+        if isinstance(g, SDFG):
+            return False
+        g = g.parent_graph
+    return False
+
+
+def _reads_only_at(state, edge, target) -> bool:
+    """Whether the memlet ``edge`` (out of a map entry) reads only the element ``target``, also inside the
+    nested SDFG it feeds (arrays passed from their origin, indexed by the same symbols)."""
+    pt = _point(edge.data.subset)
+    if pt is not None:
+        return all(_eq(pt[d], target[d]) for d in range(len(target)))
+    dst = edge.dst
+    if not isinstance(dst, nodes.NestedSDFG) or any(b != 0 for b in _begin(edge.data.subset)):
+        return False
+    conn = edge.dst_conn
+    smap = {_sym(s): _sym(v) for s, v in dst.symbol_mapping.items()}
+    for st in dst.sdfg.all_states():
+        for n in st.data_nodes():
+            if n.data != conn:
+                continue
+            if st.in_degree(n) > 0:
+                return False
+            for e in st.out_edges(n):
+                ipt = _point(e.data.subset)
+                if ipt is not None:
+                    ipt = tuple(v.subs(smap, simultaneous=True) for v in ipt)
+                    if not all(_eq(ipt[d], target[d]) for d in range(len(target))):
+                        return False
+                elif not _reads_only_at_nested(st, e, target, smap):
+                    return False
+    return True
+
+
+def _reads_only_at_nested(st, e, target, smap) -> bool:
+    if not isinstance(e.dst, nodes.NestedSDFG) or any(b != 0 for b in _begin(e.data.subset)):
+        return False
+    inner_target = target  # symbols pass through unchanged when the nested mapping is the identity
+    dst = e.dst
+    for s, v in dst.symbol_mapping.items():
+        if _sym(s) in set().union(*(t.free_symbols for t in target)) and not _eq(s, v):
+            return False
+    return _reads_only_at(st, e, inner_target)
+
+
+# ------------------------------------------------------------------------------------------------
+def _rewrite(state: SDFGState, z: nodes.NestedSDFG, plan: dict) -> None:
+    root = state.sdfg
+    inp, sigma, T, delta = plan["inp"], plan["sigma"], plan["T"], plan["delta"]
+
+    def shift(subset):
+        return subset.__class__([(r[0] + delta[d], r[1] + delta[d], r[2]) for d, r in enumerate(subset.ndrange())])
+
+    # 1. out -> inp on the scan's write path (sigma renames out's symbols to inp's)
+    plan["out_node"].data = inp
+    for e in plan["out_path"]:
+        e.data.data = inp
+        e.data.subset = e.data.subset.__class__(
+            [tuple(_sym(v).subs(sigma, simultaneous=True) for v in r) for r in e.data.subset.ndrange()])
+    for s, v in list(z.symbol_mapping.items()):
+        z.symbol_mapping[s] = _sym(v).subs(sigma, simultaneous=True)
+    for reader in plan["order"]:  # inp[c, k] is read before the map iteration stores its new value
+        state.add_edge(reader, None, plan["lnode"], None, Memlet())
+    # 2. T -> inp (shifted by delta) on the producer and consumer paths
+    for _, tn in plan["tnodes"]:
+        for e in list(state.in_edges(tn)) + list(state.out_edges(tn)):
+            for pe in [t.edge for t in state.memlet_tree(e).root().traverse_children(include_self=True)]:
+                if pe.data.data == T:
+                    pe.data.data = inp
+                    pe.data.subset = shift(pe.data.subset)
+                elif pe.data.other_subset is not None:
+                    pe.data.other_subset = shift(pe.data.other_subset)
+        tn.data = inp
+    dinp = root.arrays[inp]
+    for conn in plan["tconns"]:
+        desc = z.sdfg.arrays[conn]
+        for s in set().union(*(_sym(v).free_symbols for v in dinp.strides)):
+            if str(s) not in z.sdfg.symbols:
+                z.sdfg.add_symbol(str(s), root.symbols.get(str(s), dtypes.int32))
+            z.symbol_mapping.setdefault(str(s), s)
+        desc.strides = tuple(_sym(v) for v in dinp.strides)
+    if not _access_nodes(root, T):
+        root.remove_data(T, validate=False)
+    # 3. the scan output is written inside N, only where N does not copy its input through
+    body, yw, yedge, n, o, y = plan["body"], plan["yw"], plan["yedge"], plan["n"], plan["o"], plan["y"]
+    ysub = yedge.data.get_dst_subset(yedge, body)
+    body.remove_edge(yedge)
+    inner = n.sdfg
+    yname = inner.add_datadesc(y, dt.Scalar(inner.arrays[o].dtype), find_new_name=True)
+    n.add_out_connector(yname)
+    for st, wnode in plan["other_writes"]:
+        st.add_edge(wnode, None, st.add_access(yname), None, Memlet(data=o, subset="0", other_subset="0"))
+    body.add_edge(n, yname, yw, None, Memlet(data=y, subset=str(ysub), dynamic=True))
