@@ -16,8 +16,9 @@ available is skipped and named in the report):
 4. for ``target="gpu"`` apply DaCe's GPU transformation; choose one implementation per sdfg_scan
    node (:func:`sdfg_scan.select.select_expansions`) honouring the reproducibility class.
 
-Counts in the report come from the scan structure (:mod:`sdfg_scan.scan_structure`) before and
-after each stage, not from the transformations' own bookkeeping.
+Counts in the report: copies removed and carry slots rewritten are the canonicalisers'
+applications (one copy / one slot each); peeled branches, fused and split scans are read from the
+scan structure (:mod:`sdfg_scan.scan_structure`) before and after the stage.
 """
 
 from __future__ import annotations
@@ -109,19 +110,22 @@ def _scan_nodes(sdfg: dace.SDFG) -> list:
 
 
 def _canonicalise_body(node, report: OptimizeReport) -> tuple[int, int, int, int]:
-    """Canonicalise one ``Scan.body``; returns (copies removed, carries removed, demoted, branches peeled)."""
+    """Canonicalise one ``Scan.body``; returns (copies removed, carries removed, demoted, branches peeled).
+
+    Copies and carry slots are counted by the transformations' applications (one copy, one slot
+    each); a rewritten slot counts as removed when the analysis classified it ``unused`` before.
+    Peeled branches are the boundary branches the analysis no longer finds in the loop.
+    """
     try:
         before = analyze_scan(node.body, prologue=True)
     except NotAScan:
         return 0, 0, 0, 0
-    for name in CANONICALISE:
-        _apply(node.body, name, report)
+    copies, slots, _ = (_apply(node.body, name, report) for name in CANONICALISE)
     node.sync_from_body()
     after = analyze_scan(node.body, prologue=True)
     gone = set(before.carries) - set(after.carries)
     removed = sum(1 for c in gone if before.carries[c].kind == "unused")
-    return (max(0, len(before.self_copies) - len(after.self_copies)), removed, len(gone) - removed,
-            max(0, len(before.branches) - len(after.branches)))
+    return copies, removed, max(slots - removed, 0), max(0, len(before.branches) - len(after.branches))
 
 
 def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact") -> OptimizeReport:

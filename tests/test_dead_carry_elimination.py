@@ -75,20 +75,6 @@ def test_fixture_applies_and_validates(form):  # test_dead_carry_elimination.tes
 
 
 @pytest.mark.fixtures
-def test_graupel_fully_transformed_bitwise():
-    """graupel_run_dyn (symbolic domain): self-copies + dead carries + peeling, one compile each side."""
-    form = "graupel_run_dyn.opt_nohooks"
-    sdfg = fx.load(form)
-    kw = fx.inputs(form, sdfg)
-    xf = copy.deepcopy(sdfg)
-    counts = [xf.apply_transformations_repeated(t, validate=False) for t in (RemoveScanSelfCopies, DeadCarryElimination,
-                                                             PeelBoundaryLevels)]
-    assert counts == [4, 2, 0]
-    xf.validate()
-    fx.assert_bitwise_equal(fx.run(form, sdfg, kw), fx.run(form + "+canonical", xf, kw))
-
-
-@pytest.mark.fixtures
 def test_scan_node_body():
     """The same transformations apply inside a lifted ``Scan`` node's body and leave the SDFG valid."""
     sdfg = fx.load("graupel_run.opt_nohooks")

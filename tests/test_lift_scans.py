@@ -182,10 +182,10 @@ def test_lift_every_fixture(form):
 
 
 @pytest.mark.fixtures
-@pytest.mark.parametrize("form", [f for f in fx.FORMS if f not in fx.NO_COMPILE])
+@pytest.mark.parametrize("form", [f for f in fx.FORMS if f not in fx.NO_COMPILE | fx.SLOW])
 def test_lifted_fixture_bitwise(form):
-    if form in fx.SLOW and not fx.available():
-        pytest.skip(fx.SKIP_REASON)
+    """Lifting alone, bitwise; the graupel forms are compiled lifted + canonicalised once, in
+    tests/test_pipeline.py (each graupel compile costs 20-40 s)."""
     sdfg = fx.load(form)
     kw = fx.inputs(form, sdfg)
     original = fx.run(form, sdfg, kw)

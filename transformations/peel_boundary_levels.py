@@ -44,9 +44,8 @@ class PeelBoundaryLevels(xf.MultiStateTransformation):
     (literal bounds) the peeled level is plain blocks with ``k`` substituted by ``first``.
     Bitwise identical results.
 
-    Note: a ``Scan`` node's ``validate`` (sdfg_scan.nodes.scan) currently accepts only init copies
-    before the loop, so a peeled body is valid in a NestedSDFG (gt4py form) but not (yet) inside a
-    ``Scan`` node.
+    Applied to a ``Scan`` node's body, call ``node.sync_from_body()`` afterwards (the node's
+    ``start``/``stop`` then describe the steady-state loop); ``sdfg_scan.optimize`` does this.
 
     Legality checks (``can_be_applied``):
 

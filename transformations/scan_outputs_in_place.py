@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import itertools
 
 import networkx as nx
@@ -14,7 +15,7 @@ from dace.sdfg import utils as sdutil
 from dace.sdfg.state import LoopRegion
 from dace.transformation import transformation as xf
 from dace.transformation.passes.analysis import loop_analysis
-from sdfg_scan.transformations.remove_scan_self_copies import _identity_copies
+from sdfg_scan.transformations.remove_scan_self_copies import _identity_copies, _mutually_exclusive, _used_in_control_flow
 
 
 @properties.make_properties
@@ -182,6 +183,9 @@ def _plan_pair(state: SDFGState, z: nodes.NestedSDFG, out: str, inp: str):
         return None
     loop = loops[0]
     k = _sym(loop.loop_variable)
+    last = loop_analysis.get_loop_end(loop)  # inclusive last value of k
+    if last is None:
+        return None
     # _body_write
     ywrites = [(st, n) for st in inner.all_states() for n in st.data_nodes() if n.data == y]
     if len(ywrites) != 1:
@@ -193,19 +197,24 @@ def _plan_pair(state: SDFGState, z: nodes.NestedSDFG, out: str, inp: str):
     ypt = _point(yedge.data.get_dst_subset(yedge, body))
     if ypt is None or len(ypt) != 1 or not _eq(ypt[0], k) or yedge.data.wcr is not None:
         return None
-    tnode = yedge.src
-    if not isinstance(tnode, nodes.AccessNode) or body.in_degree(tnode) != 1:
-        return None
-    tdesc = inner.arrays[tnode.data]
-    if not (tdesc.transient and tdesc.total_size == 1):
-        return None
-    if any(n is not tnode and n.data == tnode.data and st.in_degree(n) > 0 for st, n in _all_nodes(inner)):
-        return None
-    nedge = body.in_edges(tnode)[0]
-    n = nedge.src
-    if not isinstance(n, nodes.NestedSDFG):
-        return None
-    o = nedge.src_conn
+    if isinstance(yedge.src, nodes.NestedSDFG):  # direct: N's output o writes y[k] itself
+        n, o = yedge.src, yedge.src_conn
+        if len([e for e in body.out_edges(n) if e.src_conn == o]) != 1:
+            return None
+    else:  # through a scalar t (that may also feed the carry)
+        tnode = yedge.src
+        if not isinstance(tnode, nodes.AccessNode) or body.in_degree(tnode) != 1:
+            return None
+        tdesc = inner.arrays[tnode.data]
+        if not (tdesc.transient and tdesc.total_size == 1):
+            return None
+        if any(n is not tnode and n.data == tnode.data and st.in_degree(n) > 0 for st, n in _all_nodes(inner)):
+            return None
+        nedge = body.in_edges(tnode)[0]
+        n = nedge.src
+        if not isinstance(n, nodes.NestedSDFG):
+            return None
+        o = nedge.src_conn
     cands = [(ist, ie) for ist, ie in _identity_copies(n) if ie.dst.data == o]
     if len(cands) != 1:
         return None
@@ -302,12 +311,12 @@ def _plan_pair(state: SDFGState, z: nodes.NestedSDFG, out: str, inp: str):
         for e in state.out_edges(nn):
             if e.dst is not m1_entry:
                 return None
-    order = []  # readers not yet ordered before the store of L: the rewrite adds empty-memlet edges
+    order = []  # readers not yet ordered before W (which will store inp[c, k]): the rewrite adds empty edges
     for e in state.out_edges(m1_entry):
         if e.data.data != inp:
             continue
-        if not nx.has_path(state.nx, e.dst, lnode):
-            if nx.has_path(state.nx, lnode, e.dst) or isinstance(e.dst, nodes.EntryNode):
+        if e.dst is not w and not nx.has_path(state.nx, e.dst, w):
+            if nx.has_path(state.nx, w, e.dst) or isinstance(e.dst, nodes.EntryNode):
                 return None
             order.append(e.dst)
         if not _reads_only_at(state, e, target):
@@ -320,22 +329,102 @@ def _plan_pair(state: SDFGState, z: nodes.NestedSDFG, out: str, inp: str):
                 continue
             if not _inside(st, loop):
                 return None
-            pt = _point(e.data.subset)
-            if pt is None or len(pt) != 2:
+            pts = _read_points(e)
+            if pts is None:
                 return None
-            pt = tuple(v.subs(zmap, simultaneous=True) for v in pt)
-            if not _eq(pt[0], cell):
-                return None
-            v = sympy.simplify(pt[1] - k)
-            if not (v.is_Integer and v >= 0):
-                return None
+            for pt in pts:
+                pt = tuple(_sym(v).subs(zmap, simultaneous=True) for v in pt)
+                level = _level_read(pt, cell, k, last)
+                if level is None:
+                    return None
+                if level == "k" and not (st is body and (e.dst is n or nx.has_path(st.nx, e.dst, n))):
+                    return None  # may read level k: must happen before N writes y[k]
             if isinstance(e.dst, nodes.NestedSDFG) and not isinstance(e.dst.sdfg.arrays[e.dst_conn], dt.Scalar):
                 return None
-            if v == 0 and not (st is body and (e.dst is n or nx.has_path(st.nx, e.dst, n))):
-                return None
+    # _where_reads_first
+    winp = {e.dst_conn for e in state.in_edges(w) if state.memlet_path(e)[0].data.data == inp}
+    w_order = _where_order(w, wedge.src_conn, wc[0][0], wc[0][1], winp)
+    if w_order is None:
+        return None
     return dict(out=out, inp=inp, sigma=sigma, out_node=out_node, out_path=out_path, y=y, body=body, yw=yw,
+                w=w, wedge=wedge, w_copy=wc[0], w_order=w_order, l_edge=inner_w[0],
                 yedge=yedge, n=n, o=o, copy_state=copy_state, copy_edge=copy_edge, other_writes=other_writes,
                 T=T, tconns=tconns, order=order, lnode=lnode, delta=delta_inp, m1_exit=m1_exit, m2_entry=m2_entry, tnodes=tnodes)
+
+
+def _read_points(edge):
+    """Every element (index tuple, absolute in the connector) ``edge`` reads, or None when unknown.
+
+    A point memlet reads its point. A Python tasklet that receives a window of the connector reads
+    ``window begin + index`` for every subscript of its input connector in the code (parsed, not run);
+    any other use of that connector name (passed whole to a call, C++ code) is unknown.
+    """
+    pt = _point(edge.data.subset)
+    if pt is not None:
+        return [pt]
+    t = edge.dst
+    if not isinstance(t, nodes.Tasklet) or t.language != dtypes.Language.Python or edge.dst_conn is None:
+        return None
+    begin = _begin(edge.data.subset)
+    conn, found = edge.dst_conn, []
+    for stmt in t.code.code:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == conn:
+                idx = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+                if len(idx) != len(begin) or any(isinstance(i, ast.Slice) for i in idx):
+                    return None
+                found.append(tuple(b + _sym(ast.unparse(i)) for b, i in zip(begin, idx, strict=True)))
+    uses = sum(1 for stmt in t.code.code for node in ast.walk(stmt) if isinstance(node, ast.Name) and node.id == conn)
+    return found if found and uses == len(found) else None
+
+
+def _level_read(pt, cell, k, last):
+    """``"later"`` when ``pt`` is the own column at a level step ``k`` has not written yet and never
+    reaches before the loop ends (``k + v``, ``v > 0``, or a constant level above ``last``), ``"k"`` when
+    it may be level ``k`` itself (``k``, or the constant ``last``), None otherwise (a level already
+    overwritten in place, another column, unknown)."""
+    if len(pt) != 2 or not _eq(pt[0], cell):
+        return None
+    v = sympy.simplify(pt[1] - k)
+    if v.is_Integer:
+        return "k" if v == 0 else ("later" if v > 0 else None)
+    lev = sympy.simplify(pt[1])
+    if lev.free_symbols or not lev.is_Integer:
+        return None
+    diff = sympy.simplify(lev - _sym(last))
+    if not diff.is_Integer or diff < 0:
+        return None
+    return "k" if diff == 0 else "later"
+
+
+def _where_order(w: nodes.NestedSDFG, wo: str, copy_state, copy_edge, winp: set[str]):
+    """Inside ``W``, once its output ``wo`` is stored straight into ``inp[c, k]``: every read of a connector
+    in ``winp`` (bound to ``inp``) must happen before ``wo`` is written. Returns the empty-memlet edges
+    ``(state, reader, writer)`` that order the readers before the write, or None when that is impossible
+    (a reader after the write, in another state that can run after it, or in control flow)."""
+    inner = w.sdfg
+    if any(_used_in_control_flow(inner, c) for c in winp | {wo}):
+        return None
+    writes = [(st, n) for st, n in _all_nodes(inner) if n.data == wo and st.in_degree(n) > 0 and st is not copy_state]
+    reads = [(st, n) for st, n in _all_nodes(inner) if n.data in winp and st.out_degree(n) > 0]
+    if any(st.in_degree(n) > 0 for st, n in _all_nodes(inner) if n.data in winp):
+        return None
+    order = []
+    for sw, wn in writes:
+        for sr, rn in reads:
+            if sr is copy_state and rn is copy_edge.src:
+                continue  # the copy that is removed
+            if sr is not sw:
+                if _mutually_exclusive(sr, sw):
+                    continue
+                return None
+            for reader in sr.successors(rn):
+                if reader is wn or nx.has_path(sr.nx, reader, wn):
+                    continue
+                if nx.has_path(sr.nx, wn, reader):
+                    return None
+                order.append((sr, reader, wn))
+    return order
 
 
 def zout_subset(state, z, y):
@@ -416,7 +505,7 @@ def _rewrite(state: SDFGState, z: nodes.NestedSDFG, plan: dict) -> None:
     for s, v in list(z.symbol_mapping.items()):
         z.symbol_mapping[s] = _sym(v).subs(sigma, simultaneous=True)
     for reader in plan["order"]:  # inp[c, k] is read before the map iteration stores its new value
-        state.add_edge(reader, None, plan["lnode"], None, Memlet())
+        state.add_edge(reader, None, plan["w"], None, Memlet())
     # 2. T -> inp (shifted by delta) on the producer and consumer paths
     for _, tn in plan["tnodes"]:
         for e in list(state.in_edges(tn)) + list(state.out_edges(tn)):
@@ -438,6 +527,40 @@ def _rewrite(state: SDFGState, z: nodes.NestedSDFG, plan: dict) -> None:
     if not _access_nodes(root, T):
         root.remove_data(T, validate=False)
     # 3. the scan output is written inside N, only where N does not copy its input through
+    body, yw, yedge, n, o, y = plan["body"], plan["yw"], plan["yedge"], plan["n"], plan["o"], plan["y"]
+    if yedge.src is n:  # o writes y[k] directly: drop the copy, the element keeps its value
+        _remove_edge_and_isolated(plan["copy_state"], plan["copy_edge"])
+        yedge.data.dynamic = True
+    else:
+        _write_y_in_branches(plan)
+    # 4. the where map stores W's output straight into inp[c, k]; W's identity else branch is dropped
+    _where_in_place(state, plan)
+
+
+def _remove_edge_and_isolated(st, edge) -> None:
+    st.remove_edge(edge)
+    for node in (edge.src, edge.dst):
+        if node in st.nodes() and st.degree(node) == 0:
+            st.remove_node(node)
+
+
+def _where_in_place(state: SDFGState, plan: dict) -> None:
+    root, w, wedge, l_edge, lnode = state.sdfg, plan["w"], plan["wedge"], plan["l_edge"], plan["lnode"]
+    for st, reader, writer in plan["w_order"]:
+        st.add_edge(reader, None, writer, None, Memlet())
+    _remove_edge_and_isolated(*plan["w_copy"])
+    target = l_edge.data.get_dst_subset(l_edge, state)
+    state.add_edge(w, wedge.src_conn, l_edge.dst, l_edge.dst_conn, Memlet(data=plan["inp"], subset=str(target),
+                                                                           dynamic=True))
+    state.remove_node(lnode)
+    for e in state.out_edges(plan["m1_exit"]):
+        if e.src_conn == "OUT_" + l_edge.dst_conn[3:]:
+            e.data.dynamic = True
+    if not _access_nodes(root, lnode.data):
+        root.remove_data(lnode.data, validate=False)
+
+
+def _write_y_in_branches(plan: dict) -> None:
     body, yw, yedge, n, o, y = plan["body"], plan["yw"], plan["yedge"], plan["n"], plan["o"], plan["y"]
     ysub = yedge.data.get_dst_subset(yedge, body)
     body.remove_edge(yedge)

@@ -148,7 +148,9 @@ class Scan(ColumnNode):
 
     The body (``body``, an SDFG held like ``NestedSDFG.sdfg``) has gt4py's structure: entry states
     copy init connectors into carry containers, one ``LoopRegion`` runs over the levels, optional exit
-    states read the final carries (see :mod:`sdfg_scan.scan_structure`). ``loop_variable``,
+    states read the final carries (see :mod:`sdfg_scan.scan_structure`); blocks between the entry
+    states and the loop (levels peeled by ``PeelBoundaryLevels``) are accepted, and ``start`` /
+    ``stop`` then describe the main loop (``analyze_scan(body, prologue=True)``). ``loop_variable``,
     ``direction``, ``start`` and ``stop`` are derived from the body (:meth:`sync_from_body`) and checked
     by :meth:`validate`. Unlike a ``NestedSDFG``, the body is opaque to DaCe passes until expansion, so
     scan transformations can rewrite it as one unit.

@@ -1,0 +1,61 @@
+"""``sdfg_scan.optimize`` on every icon4py fixture: lift -> canonicalise -> restructure -> select.
+
+Every form except the lowered graupel is compiled before and after and compared bitwise (all
+outputs, NaNs by position); this is also the one place where graupel is compiled after lifting
+and canonicalising (the per-transformation test files compile only the small fixtures).
+"""
+
+from __future__ import annotations
+
+import icon4py_fixtures as fx
+import pytest
+
+import sdfg_scan
+from sdfg_scan.nodes.scan import Scan
+
+# form -> report counts that must hold (lifted, copies removed, carry slots demoted, branches peeled)
+EXPECTED = {
+    "graupel_run.opt_nohooks": dict(scans_lifted=1, copies_removed=4, carries_demoted=2, branches_peeled=0),
+    "graupel_run_dyn.opt_nohooks": dict(scans_lifted=1, copies_removed=4, carries_demoted=2, branches_peeled=0),
+    "graupel_run.lowered": dict(scans_lifted=1, copies_removed=4, carries_demoted=2, branches_peeled=0),
+    "graupel_run_dyn.lowered": dict(scans_lifted=1, copies_removed=4, carries_demoted=2, branches_peeled=0),
+    "diagnose_pressure.opt": dict(scans_lifted=1, branches_peeled=2),
+    "diagnose_pressure.lowered": dict(scans_lifted=1, branches_peeled=2),
+}
+
+pytestmark = pytest.mark.fixtures
+
+
+def _optimized(form: str):
+    sdfg = fx.load(form)
+    report = sdfg_scan.optimize(sdfg, target="cpu")
+    print(f"\n{form}\n{report.table()}")
+    sdfg.validate()
+    assert report.scans_lifted >= 1 and report.scans_after == report.scans_before
+    for key, value in EXPECTED.get(form, {}).items():
+        assert getattr(report, key) == value, (form, key, getattr(report, key))
+    scans = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Scan)]
+    assert scans and all(s.implementation == "sequential" for s in scans)
+    return sdfg
+
+
+@pytest.mark.parametrize("form", [f for f in fx.FORMS if f not in fx.NO_COMPILE])
+def test_optimize_is_bitwise_equal(form):
+    original = fx.load(form)
+    kw = fx.inputs(form, original)
+    optimized = _optimized(form)
+    fx.assert_bitwise_equal(fx.run(form, original, kw), fx.run(form + "+optimize", optimized, kw))
+
+
+@pytest.mark.parametrize("form", sorted(fx.NO_COMPILE))
+def test_optimize_lowered_graupel_validates(form):
+    """The ~95-deep lowered graupel: optimised and validated, never compiled (~500 s)."""
+    _optimized(form)
+
+
+def test_bad_arguments_are_clear_errors():
+    sdfg = fx.load("minimal_cumsum_k.opt")
+    with pytest.raises(ValueError, match="sdfg_scan.optimize: target must be one of"):
+        sdfg_scan.optimize(sdfg, target="tpu")
+    with pytest.raises(ValueError, match="reproducibility must be one of"):
+        sdfg_scan.optimize(sdfg, reproducibility="bitwise")
