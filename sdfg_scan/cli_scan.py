@@ -63,6 +63,19 @@ def optimize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", required=True, help="where to write the transformed SDFG")
     p.add_argument("--target", choices=("cpu", "gpu"), default="cpu")
     p.add_argument("--reproducibility", choices=("exact", "replay", "approx"), default="exact")
+    p.add_argument("--inplace", default="", metavar="OUT=IN,...",
+                   help="outputs the caller aliases with inputs (as icon4py's graupel driver does: "
+                        "q_out_2=q_in_2,...,t_out=te); lets ScanOutputsInPlace write them in place")
+
+
+def _pairs(text: str) -> dict[str, str]:
+    pairs = {}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        out, sep, inp = item.partition("=")
+        if not sep or not out or not inp:
+            raise SystemExit(f"sdfg-scan optimize: --inplace expects OUT=IN pairs separated by commas, got '{item}'")
+        pairs[out.strip()] = inp.strip()
+    return pairs
 
 
 def optimize(args: argparse.Namespace) -> int:
@@ -72,6 +85,7 @@ def optimize(args: argparse.Namespace) -> int:
     if src == dst:
         print(f"sdfg-scan optimize: refusing to overwrite the input '{args.file}'; choose another -o", file=sys.stderr)
         return 2
+    inplace = _pairs(args.inplace)
     sdfg = _load(args.file)
     try:
         sdfg.validate()
@@ -79,12 +93,11 @@ def optimize(args: argparse.Namespace) -> int:
         print(f"sdfg-scan optimize: '{args.file}' does not validate, nothing written: {type(e).__name__}: {e}",
               file=sys.stderr)
         return 2
-    report = run_pipeline(sdfg, target=args.target, reproducibility=args.reproducibility)
+    report = run_pipeline(sdfg, target=args.target, reproducibility=args.reproducibility, inplace=inplace or None)
     sdfg.save(str(dst))
     print(report.table())
     print(f"written: {dst}")
     return 0
-
 
 
 COMMANDS = {

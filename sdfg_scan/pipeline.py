@@ -3,6 +3,7 @@
 Stages (each transformation is looked up in ``sdfg_scan.transformations``; one that is not
 available is skipped and named in the report):
 
+0. only with ``inplace={out: in}`` (outputs the caller aliases with inputs): ``ScanOutputsInPlace``;
 1. lift every column scan to a ``Scan`` node (``LiftScans``);
 2. canonicalise **on each ``Scan.body`` after lifting** (``RemoveScanSelfCopies``,
    ``DeadCarryElimination``, ``PeelBoundaryLevels``, repeated on the body, then
@@ -69,13 +70,14 @@ class OptimizeReport:
     branches_peeled: int = 0
     scans_fused: int = 0
     scans_split: int = 0
+    outputs_in_place: int = 0
 
     def table(self) -> str:
         rows = [f"target={self.target} reproducibility={self.reproducibility} scans {self.scans_before} -> "
                 f"{self.scans_after}; applied {self.applied or '{}'}; skipped {self.skipped or '[]'}",
                 f"lifted {self.scans_lifted}, copies removed {self.copies_removed}, carry slots removed "
                 f"{self.carries_removed} / demoted {self.carries_demoted}, branches peeled {self.branches_peeled}, "
-                f"scans fused {self.scans_fused} / split {self.scans_split}",
+                f"scans fused {self.scans_fused} / split {self.scans_split}, outputs in place {self.outputs_in_place}",
                 f"{'scan':24} {'dir':8} {'levels':28} lifted copies- carries peeled impl (class)"]
         for s in self.scans:
             rows.append(f"{s.label[:24]:24} {s.direction:8} {s.levels[:28]:28} {str(s.lifted):6} "
@@ -128,11 +130,16 @@ def _canonicalise_body(node, report: OptimizeReport) -> tuple[int, int, int, int
     return copies, removed, max(slots - removed, 0), max(0, len(before.branches) - len(after.branches))
 
 
-def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact") -> OptimizeReport:
+def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact",
+             inplace: dict[str, str] | None = None) -> OptimizeReport:
     """Optimise every column scan of ``sdfg`` in place and return what was done.
 
     :param target: ``"cpu"`` or ``"gpu"`` (applies DaCe's GPU transformation before selection).
     :param reproducibility: weakest class an expansion may have (``exact``, ``replay``, ``approx``).
+    :param inplace: output -> input pairs that the *caller* aliases (icon4py's graupel driver passes
+        ``q_out_k`` = ``q_in_k`` and ``t_out`` = ``te``); ``ScanOutputsInPlace`` then writes those outputs
+        in place and drops their identity copies (each pair is checked; an illegal pair is left alone).
+        Only pass pairs the caller really aliases: the outputs are no longer written otherwise.
     """
     if target not in TARGETS:
         raise ValueError(f"sdfg_scan.optimize: target must be one of {TARGETS}, got '{target}'")
@@ -144,6 +151,12 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
 
     report = OptimizeReport(target, reproducibility)
     report.scans_before = len(find_scans(sdfg))
+    # 0. declared in-place outputs (before lifting: the rewrite spans the scan and the maps around it)
+    if inplace:
+        cls = _transformation("ScanOutputsInPlace")
+        n = sdfg.apply_transformations_repeated(cls, options={"inplace": dict(inplace)}, validate=False)
+        report.applied["ScanOutputsInPlace"] = n
+        report.outputs_in_place = n
     # 1. lift
     report.scans_lifted = _apply(sdfg, "LiftScans", report)
     # 2. canonicalise each Scan body (and, in place, the scans that could not be lifted)

@@ -17,7 +17,8 @@ from sdfg_scan.nodes import LinearRecurrence
 N, K = dace.symbol("N"), dace.symbol("K")
 INITS = ("none", "value", "field")
 VARIANTS = list(itertools.product((False, True), INITS))
-CONFIGS = [("sequential", "k"), ("sequential", "cell"), ("blocked", "cell"), ("auto", "k"), ("auto", "cell")]
+CONFIGS = [("sequential", "k"), ("sequential", "cell"), ("blocked", "cell"), ("blocked", "k"), ("auto", "k"),
+           ("auto", "cell")]
 DTYPES = {"float64": dace.float64, "float32": dace.float32}
 SIZES = [(1, 1), (7, 2), (1000, 65), (7, 90), (1, 90), (5, 0), (0, 3)]
 INIT_VALUE = 0.25

@@ -156,6 +156,14 @@ def _where_reads_after_write(sdfg):  # W reads te[c, k] in a state after its bra
     st.add_edge(st.add_access("__arg2_"), None, st.add_access("late_tmp"), None, Memlet("__arg2_[0]"))
 
 
+def _t_output_used_twice(sdfg):  # N's t output also feeds another node: it cannot become a dynamic write
+    for n, st in sdfg.all_nodes_recursive():
+        if isinstance(n, nodes.NestedSDFG) and n.label == "if_stmt_88":
+            st.sdfg.add_scalar("t_copy", n.sdfg.arrays["__output_4_0"].dtype, transient=True)
+            st.add_edge(n, "__output_4_0", st.add_access("t_copy"), None, Memlet("t_copy[0]"))
+            return
+
+
 GUARDS = {
     "no option: does nothing": ({}, None),
     "_producer: the where copies q_in_5, not the declared q_in_4": ({"q_out_5": "q_in_4"}, None),
@@ -165,6 +173,7 @@ GUARDS = {
     "_level_read: the scan reads te of another cell": ({"t_out": "te"}, _read_other_cell),
     "_read_points: C++ tasklet code is not analysed": ({"t_out": "te"}, _cpp_tasklet),
     "_read_points: the whole-array connector is used outside a subscript": ({"t_out": "te"}, _whole_array_use),
+    "_body_write: N's output that writes t_out[k] has another use": ({"t_out": "te"}, _t_output_used_twice),
     "_where_order: W reads te after storing its output": ({"t_out": "te"}, _where_reads_after_write),
 }
 

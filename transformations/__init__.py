@@ -25,3 +25,7 @@ __all__.append("ScanFusion")
 from sdfg_scan.transformations.scan_fission import ScanFission  # noqa: E402,F401
 
 __all__.append("ScanFission")
+
+from sdfg_scan.transformations.scan_outputs_in_place import ScanOutputsInPlace  # noqa: E402,F401
+
+__all__.append("ScanOutputsInPlace")

@@ -15,32 +15,40 @@ from dace.sdfg import utils as sdutil
 from dace.sdfg.state import LoopRegion
 from dace.transformation import transformation as xf
 from dace.transformation.passes.analysis import loop_analysis
-from sdfg_scan.transformations.remove_scan_self_copies import _identity_copies, _mutually_exclusive, _used_in_control_flow
+from sdfg_scan.transformations.remove_scan_self_copies import (
+    _identity_copies,
+    _mutually_exclusive,
+    _used_in_control_flow,
+)
 
 
 @properties.make_properties
 @xf.explicit_cf_compatible
 class ScanOutputsInPlace(xf.SingleStateTransformation):
-    """Write a scan output straight into the input buffer it is declared to alias, and drop the scan body's
-    identity copy of that input into the output (the "level not activated" branch).
+    """Write a scan output straight into the input buffer it is declared to alias, and drop the identity
+    copies of that input into the output: the ``where`` else branch before the scan and the scan body's
+    "level not activated" pass-through.
 
-    gt4py's graupel computes ``q_tmp = where(mask, f(q_in), q_in)`` in a Cell x K map ``M1``, then a scan
-    (nested SDFG ``Z`` in a Cell map ``M2``) reads ``q_tmp[c, k]`` and writes ``q_out[c, k]``; in levels
-    that are not activated the scan copies ``q_tmp[c, k]`` through ``N`` (``if_stmt``) into ``q_out``. When
-    the caller passes the same buffer for ``q_out`` and ``q_in`` (icon4py's driver does), the copy rewrites
-    a value the buffer already holds, once ``q_tmp`` also lives in that buffer.
+    gt4py's graupel computes ``T = where(mask, f(inp), inp)`` in a Cell x K map ``M1`` (nested SDFG ``W``),
+    then a scan (nested SDFG ``Z`` in a Cell map ``M2``) reads ``T`` and writes ``out[c, k]``; in levels
+    that are not activated the scan copies ``T[c, k]`` through ``N`` (``if_stmt``) into ``out``. When the
+    caller passes the same buffer for ``out`` and ``inp`` (icon4py's driver does), both copies rewrite a
+    value the buffer already holds once ``T`` also lives in that buffer.
 
     Matched pattern: the scan nested SDFG ``Z`` (contains a forward ``LoopRegion``) inside a map in a state
     of the top-level SDFG, for one declared pair ``out -> inp`` of ``inplace``::
 
         before                                          after
-        M1: T[c,k] = W(inp[c,k]) (else: inp[c,k])        M1: inp[c,k] = W(inp[c,k])   (T removed)
-        M2/Z: x = T[c,k]; o = N(x) (else: o = x)         M2/Z: x = inp[c,k]; N writes out[k] in its
-              t = o; out[k] = t; carry <- t                    non-identity branches only; carry <- t
+        M1: W: if m: o = f(inp[c,k]) else: o = inp[c,k]  M1: W: if m: inp[c,k] = f(inp[c,k])
+            L = o; T[c,k] = L                                  (else: nothing; L and T removed)
+        M2/Z: x = T[c,k]; N: if a: o = g(x) else: o = x  M2/Z: x = inp[c,k]; N: if a: out[k] = g(x)
+              (t = o; carry <- t;) out[k] = o/t                (else: nothing); carry <- t as before
+              reads T[c, k+1] (tasklet on the whole T)          reads inp[c, k+1]
         out: written by Z                                out: never accessed (results are in inp)
 
     Same semantics as the original program called with ``out`` and ``inp`` aliased (same buffer, same
-    field origin); ``out`` stays in the signature, never accessed, as in icon4py's hooks.
+    field origin); ``out`` stays in the signature, never accessed, as in icon4py's hooks. ``N``'s and
+    ``W``'s outputs become dynamic: a branch that does not write them leaves the element as it is.
 
     Legality checks (``can_be_applied``), one pair at a time; any failure leaves the SDFG unchanged:
 
@@ -48,9 +56,10 @@ class ScanOutputsInPlace(xf.SingleStateTransformation):
       whose shapes and strides are equal up to a renaming of symbols (``_unify``).
     - ``_out_written_by_scan``: ``out`` has exactly one access node in the SDFG, written only by ``Z``'s
       connector ``y`` through ``M2``'s exit, never read.
-    - ``_body_write``: inside ``Z`` the forward loop writes ``y`` exactly once, at ``[k]`` (loop variable),
-      from a scalar ``t`` written by output ``o`` of a nested SDFG ``N`` whose other states write ``o``
-      once each; ``N`` copies its input ``i`` into ``o`` in a branch exclusive with those writes.
+    - ``_body_write``: inside ``Z`` the forward loop (stride 1) writes ``y`` exactly once, at ``[k]``, from
+      output ``o`` of a nested SDFG ``N``, directly (``o`` has no other use) or through a scalar ``t``
+      written only there; ``N``'s other states write ``o`` once each; ``N`` copies its input ``i`` into
+      ``o`` in a branch exclusive with those writes.
     - ``_source``: ``i`` reads ``X[c, k]`` (point), ``X`` a connector of ``Z`` bound to a transient ``T``
       (window from its origin), and ``X[c, k]`` and ``y[k]`` name the same element up to a constant
       offset ``delta`` (no map or loop index in it).
@@ -58,10 +67,20 @@ class ScanOutputsInPlace(xf.SingleStateTransformation):
       SDFG ``W``'s output, at ``T[c1, k1]``; ``W`` copies input ``inp[c1, k1] + delta`` into that output
       (the ``where`` else branch); ``T`` is read only by ``M2``.
     - ``_inp_reads``: ``inp`` is never written and read only by ``M1``, only at that same point (checked
-      through nested SDFGs that receive the array), by nodes that run before ``L`` is stored.
-    - ``_scan_reads``: every access of a connector of ``Z`` bound to ``T`` is a point read ``[c, k + v]``
-      with ``v >= 0`` a constant; reads with ``v == 0`` feed ``N`` (so they happen before ``y[k]`` is
-      written); connectors bound to ``T`` are not passed into nested SDFGs other than as scalars.
+      through nested SDFGs that receive the array); readers that are not ancestors of ``W`` get an
+      empty-memlet edge to ``W`` (refused if ``W`` reaches them: they would read the new value).
+    - ``_scan_reads`` (``_read_points``, ``_level_read``): every element of ``T`` that ``Z`` reads is the
+      own column at level ``k + v`` (``v >= 0`` constant) or at a constant level ``>=`` the loop's last
+      ``k``: levels step ``k`` has not overwritten yet. Point memlets give the element directly; a Python
+      tasklet that receives a window of ``T`` (graupel's ``concat_where_tasklet_t_kp1``,
+      ``__in0[c, 1 + k] if k <= 63 else __in1[c, k]``) is parsed and every subscript of its connector
+      checked; any other use of that connector (whole-array argument, C++ code) refuses. Reads that may
+      hit level ``k`` itself must feed ``N`` (they run before ``y[k]`` is stored); connectors bound to
+      ``T`` are passed into nested SDFGs only as scalars.
+    - ``_where_order``: inside ``W`` every read of a connector bound to ``inp`` happens before ``W``'s
+      output is written: in the same state (empty-memlet edges are added from readers that are not yet
+      ancestors; refused if the write reaches a reader) or in a branch exclusive with it; ``inp``-bound
+      connectors and the output do not appear in ``W``'s control flow.
 
     Options: ``inplace`` (dict ``out -> inp``, empty = does nothing): the caller's aliasing declaration.
     """
@@ -527,8 +546,8 @@ def _rewrite(state: SDFGState, z: nodes.NestedSDFG, plan: dict) -> None:
     if not _access_nodes(root, T):
         root.remove_data(T, validate=False)
     # 3. the scan output is written inside N, only where N does not copy its input through
-    body, yw, yedge, n, o, y = plan["body"], plan["yw"], plan["yedge"], plan["n"], plan["o"], plan["y"]
-    if yedge.src is n:  # o writes y[k] directly: drop the copy, the element keeps its value
+    yedge = plan["yedge"]
+    if yedge.src is plan["n"]:  # o writes y[k] directly: drop the copy, the element keeps its value
         _remove_edge_and_isolated(plan["copy_state"], plan["copy_edge"])
         yedge.data.dynamic = True
     else:

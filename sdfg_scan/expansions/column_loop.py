@@ -288,10 +288,33 @@ class SequentialColumnExpansion(ExpandTransformation):
         return build_sequential(node, parent_state, cls.kernel(node, parent_state))
 
 
+def blocking_axis(node: ColumnNode, state: dace.SDFGState, connector: str) -> tuple[int, bool]:
+    """The column axis a blocked schedule blocks, and whether it has unit stride.
+
+    The unit-stride non-scan axis when there is one (cell-contiguous layout); otherwise the
+    non-scan axis with the smallest known stride (the last one if all are symbolic).
+    """
+    cell = cell_axis_of(node, state, connector)
+    if cell is not None:
+        return cell, True
+    op = node.operand(state, connector)
+    axis = node.resolved_axis(len(op.shape))
+    cols = [d for d in range(len(op.shape)) if d != axis]
+    known = [d for d in cols if not dace.symbolic.issymbolic(op.strides[d])]
+    return (min(known, key=lambda d: op.strides[d]) if known else cols[-1]), False
+
+
+INTERLEAVE = 8
+"""Columns per block of the ``blocked`` schedule on K-contiguous data: independent recurrence chains
+interleaved in one inner loop, which hides the latency of each column's dependent chain."""
+
+
 class BlockedColumnExpansion(ExpandTransformation):
-    """Base of ``blocked`` expansions: the same program over blocks of ``node.block_size`` contiguous
-    cells (:func:`build_blocked`). The cell axis is the unit-stride non-scan axis of connector
-    ``operand``; without one (K-contiguous data) the expansion refuses with a clear error."""
+    """Base of ``blocked`` expansions: the same program over blocks of columns (:func:`build_blocked`).
+
+    Cell-contiguous data: blocks of ``node.block_size`` contiguous cells, vectorised inner loop.
+    K-contiguous data: blocks of :data:`INTERLEAVE` columns whose dependent chains run interleaved.
+    The blocked axis is taken from connector ``operand``."""
 
     environments = [ExactArithmetic]
     kernel = None  # staticmethod(node, state) -> ColumnKernel
@@ -299,12 +322,10 @@ class BlockedColumnExpansion(ExpandTransformation):
 
     @classmethod
     def expansion(cls, node, parent_state, parent_sdfg):
-        cell = cell_axis_of(node, parent_state, cls.operand)
-        if cell is None:
-            raise node.error("the 'blocked' expansion needs a unit-stride non-scan axis (cell-contiguous "
-                             "layout); use 'sequential' for K-contiguous data")
-        return build_blocked(node, parent_state, cls.kernel(node, parent_state), cell, node.block_size)
+        cell, contiguous = blocking_axis(node, parent_state, cls.operand)
+        block = node.block_size if contiguous else min(node.block_size, INTERLEAVE)
+        return build_blocked(node, parent_state, cls.kernel(node, parent_state), cell, block)
 
 
-__all__ = ["BlockedColumnExpansion", "ColumnKernel", "SequentialColumnExpansion", "build_blocked",
+__all__ = ["INTERLEAVE", "BlockedColumnExpansion", "ColumnKernel", "blocking_axis", "SequentialColumnExpansion", "build_blocked",
            "build_sequential", "cell_axis_of"]

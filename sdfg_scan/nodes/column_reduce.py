@@ -12,7 +12,7 @@ from sdfg_scan.expansions import declare
 from sdfg_scan.expansions.column_loop import (
     ColumnKernel,
     SequentialColumnExpansion,
-    cell_axis_of,
+    blocking_axis,
 )
 from sdfg_scan.expansions.column_reduce_tree import build_fold, build_kvector, build_lanes, build_tree
 from sdfg_scan.expansions.environments import ExactArithmetic
@@ -294,14 +294,7 @@ class ColumnReduce(ColumnNode):
 
     def cell_axis(self, state: dace.SDFGState) -> int:
         """The column axis the blocked expansions block: the unit-stride one, else the smallest stride."""
-        cell = cell_axis_of(self, state, "_in")
-        if cell is not None:
-            return cell
-        x = self.operand(state, "_in")
-        axis = self.resolved_axis(len(x.shape))
-        cols = [d for d in range(len(x.shape)) if d != axis]
-        known = [d for d in cols if not dace.symbolic.issymbolic(x.strides[d])]
-        return min(known, key=lambda d: x.strides[d]) if known else cols[-1]
+        return blocking_axis(self, state, "_in")[0]
 
     def cells_contiguous(self, state: dace.SDFGState) -> bool:
         """Whether the blocked axis of '_in' has unit stride (cell-contiguous layout)."""
