@@ -96,8 +96,8 @@ class CumulativeScan(ColumnNode):
     reverse = properties.Property(dtype=bool, default=False, category="Semantics", desc="scan from the last level")
     exclusive = properties.Property(dtype=bool, default=False, category="Semantics",
                                     desc="emit the carry before each level (identity first)")
-    block_size = properties.Property(dtype=int, default=2048, category="Expansion",
-                                     desc="cells per block of the 'blocked' expansion")
+    block_size = properties.Property(dtype=int, default=4096, category="Expansion",
+                                     desc="cells per block of the 'blocked' expansion (4096 measured best for cumsum and the linear recurrence)")
 
     def __init__(self, name, op="sum", axis=-1, reverse=False, exclusive=False, **kwargs):
         super().__init__(name, inputs={"_in": None}, outputs={"_out": None}, **kwargs)

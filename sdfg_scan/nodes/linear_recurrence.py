@@ -88,8 +88,8 @@ class LinearRecurrence(ColumnNode):
                                    desc="read y[-1] per column from the K-less 'init' connector")
     init_value = properties.Property(dtype=float, default=0.0, category="Semantics",
                                      desc="y[-1] for every column when there is no 'init' connector")
-    block_size = properties.Property(dtype=int, default=2048, category="Expansion",
-                                     desc="cells per block of the 'blocked' expansion")
+    block_size = properties.Property(dtype=int, default=4096, category="Expansion",
+                                     desc="cells per block of the 'blocked' expansion (4096 measured best for cumsum and the linear recurrence)")
 
     def __init__(self, name, axis=-1, reverse=False, has_init=False, init_value=0.0, **kwargs):
         inputs = {"a": None, "b": None}
