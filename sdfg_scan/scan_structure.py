@@ -161,6 +161,21 @@ class ScanSite:
 # ------------------------------------------------------------------------------------------------
 # loop and control flow
 # ------------------------------------------------------------------------------------------------
+def used_in_control_flow(sdfg: dace.SDFG, name: str) -> bool:
+    """Whether ``name`` appears in an interstate edge or a branch / loop condition of ``sdfg``."""
+    for e in sdfg.all_interstate_edges():
+        if name in e.data.free_symbols:
+            return True
+    for b in sdfg.all_control_flow_blocks():
+        if isinstance(b, ConditionalBlock) and any(c is not None and name in c.get_free_symbols()
+                                                   for c, _ in b.branches):
+            return True
+        if isinstance(b, LoopRegion) and any(c is not None and name in c.get_free_symbols() for c in
+                                             (b.loop_condition, b.init_statement, b.update_statement)):
+            return True
+    return False
+
+
 def ordered_blocks(region: ControlFlowRegion) -> list:
     """The blocks of ``region`` in a topological (execution) order starting at its start block."""
     order = list(nx.topological_sort(region.nx))
@@ -703,4 +718,4 @@ def find_scans(sdfg: dace.SDFG) -> list[ScanSite]:
 
 __all__ = ["CARRY_KINDS", "DIRECTIONS", "BoundaryBranch", "CarrySlot", "NotAScan", "ScanSite", "ScanStructure",
            "SelfCopy", "analyze_scan", "find_scans", "is_scan", "loop_range", "ordered_blocks", "scan_mismatch",
-           "value_source"]
+           "used_in_control_flow", "value_source"]

@@ -40,7 +40,7 @@ GUARDS = {
     "delay line: the slot is read after the loop": dict(extra="delay_line", extra_read_after=True),
     "_delay_source: the input index does not move with k": dict(extra="delay_line", extra_index="0"),
     "no dead slot (recurrence and flag only)": dict(),
-    "_used_in_control_flow: the unused slot is read by an interstate edge": dict(extra="unused", cf_uses="d"),
+    "used_in_control_flow: the unused slot is read by an interstate edge": dict(extra="unused", cf_uses="d"),
 }
 
 

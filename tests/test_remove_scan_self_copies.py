@@ -56,7 +56,7 @@ GUARDS = {
     "_t_only_written_here: t is written elsewhere too": dict(t_written_twice=True),
     "_s_ordered_before: s is read after the nested SDFG": dict(s_read_after_n=True),
     "_s_elsewhere: s is read in another state of the loop": dict(s_read_in_update=True),
-    "_used_in_control_flow: t is read by an interstate edge": dict(cf_uses="t"),
+    "used_in_control_flow: t is read by an interstate edge": dict(cf_uses="t"),
 }
 
 

@@ -10,9 +10,11 @@ from dace import dtypes, properties, symbolic
 from dace.memlet import Memlet
 from dace.sdfg import SDFG, SDFGState, nodes
 from dace.sdfg import utils as sdutil
-from dace.sdfg.state import ConditionalBlock, LoopRegion
+from dace.sdfg.state import LoopRegion
 from dace.transformation import transformation as xf
 from dace.transformation.passes.analysis import loop_analysis
+
+from sdfg_scan.scan_structure import used_in_control_flow
 
 
 @properties.make_properties
@@ -50,7 +52,7 @@ class DeadCarryElimination(xf.MultiStateTransformation):
     - ``_carry_write``: exactly one write of ``c`` inside the loop, a copy from a transient
       single-element ``t`` of the same dtype, in a state directly in the loop body; ``c`` is a
       transient single-element container not touched by a nested SDFG connector;
-    - ``_used_in_control_flow``: neither ``c`` nor ``t`` appears in an interstate edge or condition;
+    - ``used_in_control_flow``: neither ``c`` nor ``t`` appears in an interstate edge or condition;
     - unused: no reads of ``c`` anywhere;
     - pass-through: no reads of ``c`` in the loop; ``t`` written only inside the loop; all accesses
       of ``c`` outside the loop are plain access-node copies (renamed to ``t``);
@@ -153,7 +155,7 @@ def _candidates(loop: LoopRegion) -> list:
             continue
         upd, t_node, _ = w
         t = t_node.data
-        if _used_in_control_flow(sdfg, c) or _used_in_control_flow(sdfg, t):
+        if used_in_control_flow(sdfg, c) or used_in_control_flow(sdfg, t):
             continue
         acc = list(_accesses(sdfg, c))
         if any(isinstance(e.src, nodes.NestedSDFG) for st, n in acc for e in st.in_edges(n)):
@@ -229,21 +231,6 @@ def _identity_tasklet_input(st: SDFGState, out_edge):
     if m is None or m.group(1) != out_edge.src_conn or m.group(2) != ie.dst_conn or ie.data.wcr is not None:
         return None
     return ie
-
-
-def _used_in_control_flow(sdfg: SDFG, name: str) -> bool:
-    """Whether ``name`` appears in an interstate edge or a branch / loop condition of ``sdfg``."""
-    for e in sdfg.all_interstate_edges():
-        if name in e.data.free_symbols:
-            return True
-    for b in sdfg.all_control_flow_blocks():
-        if isinstance(b, ConditionalBlock) and any(c is not None and name in c.get_free_symbols()
-                                                   for c, _ in b.branches):
-            return True
-        if isinstance(b, LoopRegion) and any(c is not None and name in c.get_free_symbols() for c in
-                                             (b.loop_condition, b.init_statement, b.update_statement)):
-            return True
-    return False
 
 
 # ------------------------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ from dace.sdfg import utils as sdutil
 from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, LoopRegion
 from dace.transformation import transformation as xf
 
+from sdfg_scan.scan_structure import used_in_control_flow
+
 
 @properties.make_properties
 @xf.explicit_cf_compatible
@@ -45,7 +47,7 @@ class RemoveScanSelfCopies(xf.SingleStateTransformation):
     - ``_s_ordered_before``: in ``S`` every other node touching ``s`` is an ancestor of ``N``.
     - ``_s_elsewhere``: inside the loop, outside ``S``, ``s`` is only written by copies from ``t``
       (they become identities); after the loop ``s`` is read only if such a copy exists in the loop.
-    - ``_used_in_control_flow``: neither ``s`` nor ``t`` appears in an interstate edge or a condition.
+    - ``used_in_control_flow``: neither ``s`` nor ``t`` appears in an interstate edge or a condition.
 
     No options. Copies whose output buffer is the input buffer only under the caller's aliasing
     (graupel's ``q_out_k``/``q_in_k`` pass-throughs) are handled by ``ScanOutputsInPlace(inplace=...)``
@@ -90,7 +92,7 @@ class RemoveScanSelfCopies(xf.SingleStateTransformation):
                 continue
             if not _s_elsewhere(col, state, loop, s_node.data, t_node.data):
                 continue
-            if _used_in_control_flow(col, s_node.data) or _used_in_control_flow(col, t_node.data):
+            if used_in_control_flow(col, s_node.data) or used_in_control_flow(col, t_node.data):
                 continue
             return inner_state, edge, s_node, in_edge, t_node, out_edge
         return None
@@ -265,21 +267,6 @@ def _reachable_after(loop: LoopRegion, block) -> bool:
     if b is None:
         return True
     return b is loop or nx.has_path(region.nx, loop, b)
-
-
-def _used_in_control_flow(sdfg: SDFG, name: str) -> bool:
-    """Whether ``name`` appears in an interstate edge or a branch / loop condition of ``sdfg``."""
-    for e in sdfg.all_interstate_edges():
-        if name in e.data.free_symbols:
-            return True
-    for b in sdfg.all_control_flow_blocks():
-        if isinstance(b, ConditionalBlock) and any(c is not None and name in c.get_free_symbols()
-                                                   for c, _ in b.branches):
-            return True
-        if isinstance(b, LoopRegion) and any(c is not None and name in c.get_free_symbols() for c in
-                                             (b.loop_condition, b.init_statement, b.update_statement)):
-            return True
-    return False
 
 
 # ------------------------------------------------------------------------------------------------

@@ -18,8 +18,9 @@ from dace.transformation.passes.analysis import loop_analysis
 from sdfg_scan.transformations.remove_scan_self_copies import (
     _identity_copies,
     _mutually_exclusive,
-    _used_in_control_flow,
 )
+
+from sdfg_scan.scan_structure import used_in_control_flow
 
 
 @properties.make_properties
@@ -422,7 +423,7 @@ def _where_order(w: nodes.NestedSDFG, wo: str, copy_state, copy_edge, winp: set[
     ``(state, reader, writer)`` that order the readers before the write, or None when that is impossible
     (a reader after the write, in another state that can run after it, or in control flow)."""
     inner = w.sdfg
-    if any(_used_in_control_flow(inner, c) for c in winp | {wo}):
+    if any(used_in_control_flow(inner, c) for c in winp | {wo}):
         return None
     writes = [(st, n) for st, n in _all_nodes(inner) if n.data == wo and st.in_degree(n) > 0 and st is not copy_state]
     reads = [(st, n) for st, n in _all_nodes(inner) if n.data in winp and st.out_degree(n) > 0]

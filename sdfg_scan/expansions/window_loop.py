@@ -136,9 +136,9 @@ class _WindowColumn:
             else:
                 state.add_memlet_path(tasklet, mx, wnodes[data], src_conn=conn, memlet=dace.Memlet(mem))
 
-    def loop(self, label: str, init: str, cond: str) -> dace.SDFGState:
+    def loop(self, label: str, init: str, cond: str, step: int = 1) -> dace.SDFGState:
         loop = LoopRegion(label, condition_expr=cond, loop_var="_k", initialize_expr=f"_k = {init}",
-                          update_expr="_k = _k + 1")
+                          update_expr=f"_k = _k + {step}")
         body = loop.add_state(label + "_body", is_start_block=True)
         self.chain(loop)
         return body
@@ -160,6 +160,23 @@ def _level_ranges(offsets: list[int]) -> list[tuple[str, str, str, bool]]:
     if b:
         ranges.append(("tail", f"Max({a}, _nk - {b})", "_k < _nk", False))
     return ranges
+
+
+def _jammed(col: _WindowColumn, st: dace.SDFGState, offsets: list[int], weights: list[float],
+            dtype: dace.typeclass, jam: int) -> None:
+    """One tasklet per cell computing the ``jam`` interior levels ``_k .. _k + jam - 1``: each window row
+    ``x[k + d]`` (``d`` in ``min(o) .. max(o) + jam - 1``) is loaded once and reused by up to ``jam``
+    outputs. Every output keeps the reference order of its terms (bitwise equal)."""
+    lo = min(offsets)
+    rows = sorted({o + u for o in offsets for u in range(jam)})
+    reads = {f"x{d - lo}": col.x(d, True) for d in rows}
+    lines = []
+    for u in range(jam):
+        lines.append(f"acc{u} = {weight_literal(-0.0, dtype)}")
+        for o, w in zip(offsets, weights, strict=True):
+            lines.append(f"acc{u} = acc{u} + {weight_literal(w, dtype)} * x{o + u - lo}")
+        lines.append(f"_out{u} = acc{u}")
+    col.cells(st, "\n".join(lines), reads, {f"_out{u}": col.at("yout", f"_k + {u}") for u in range(jam)})
 
 
 def build_window(node, state: dace.SDFGState, cell_axis: int, block: int, cached: bool) -> dace.SDFG:
@@ -188,8 +205,14 @@ def build_window(node, state: dace.SDFGState, cell_axis: int, block: int, cached
                         [x.strides[cell_axis], x.strides[axis]], [out.strides[cell_axis], out.strides[axis]], block,
                         per_column)
     ranges = _level_ranges(offsets)
+    jam = node.unroll if not cached and not body and not per_column else 1
     if not cached:
         for label, first, cond, interior in ranges:
+            if interior and jam > 1:  # unroll-and-jam: `jam` levels per pass, then the remainder levels
+                a, b = max(0, -min(offsets)), max(0, max(offsets))
+                _jammed(col, st := col.loop("levels_jam", first, f"_k < _nk - {b + jam - 1}", jam), offsets,
+                        weights, x.dtype, jam)
+                first = f"{a} + {jam} * int_floor(Max(0, _nk - {a + b}), {jam})"
             st = col.loop(label, first, cond)
             reads = {f"x{j}": col.x(o, interior) for j, o in enumerate(offsets)}
             col.cells(st, level_code(offsets, weights, body, x.dtype, list(reads), interior), reads,

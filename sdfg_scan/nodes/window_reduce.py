@@ -93,6 +93,9 @@ class WindowReduce(ColumnNode):
                                desc="optional Python tasklet code assigning _out from x0.., v0.., _k")
     block_size = properties.Property(dtype=int, default=8192, category="Expansion",
                                      desc="cells per block (CPU)")
+    unroll = properties.Property(dtype=int, default=4, category="Expansion",
+                                 desc="levels per pass of the direct expansion on cell-contiguous data "
+                                      "(unroll-and-jam; 1: one level per pass; weights only, not a body)")
 
     def __init__(self, name, weights=(), offsets=(), axis=-1, body="", **kwargs):
         super().__init__(name, inputs={"_in": None}, outputs={"_out": None}, **kwargs)
@@ -113,6 +116,8 @@ class WindowReduce(ColumnNode):
             raise self.error("body does not assign '_out'; write e.g. body='_out = x0 + x1'")
         if self.block_size < 1:
             raise self.error(f"block_size must be positive, got {self.block_size}")
+        if self.unroll < 1:
+            raise self.error(f"unroll must be positive, got {self.unroll}")
         x, out = self.check_common(state, ["_in", "_out"])
         if len(x.shape) < 2:
             raise self.error(f"connector '_in' has rank {len(x.shape)}, expected at least 2 (columns and levels); "
