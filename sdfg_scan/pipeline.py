@@ -13,7 +13,9 @@ available is skipped and named in the report):
 3. restructure: ``ScanFusion`` then ``ScanFission``. Fusion joins scans over the same levels,
    fission then splits what is independent again, so the result is one scan per
    dependence-connected group (producer -> consumer pairs stay fused; scans with peeled levels are
-   not fused with others: their loop ranges differ);
+   not fused with others: their loop ranges differ); then ``ScanToCumulative`` replaces a map
+   whose scan is a plain cumulative sum by one N-d ``CumulativeScan`` (counted as
+   ``scans_specialised``; such scans are no longer ``Scan`` nodes, so they leave ``scans_after``);
 4. for ``target="gpu"`` apply DaCe's GPU transformation; choose one implementation per sdfg_scan
    node (:func:`sdfg_scan.select.select_expansions`) honouring the reproducibility class.
 
@@ -34,6 +36,7 @@ from sdfg_scan.scan_structure import NotAScan, analyze_scan, find_scans
 
 CANONICALISE = ("RemoveScanSelfCopies", "DeadCarryElimination", "PeelBoundaryLevels")
 RESTRUCTURE = ("ScanFusion", "ScanFission")
+SPECIALISE = ("ScanToCumulative",)
 TARGETS = ("cpu", "gpu")
 
 
@@ -71,13 +74,15 @@ class OptimizeReport:
     scans_fused: int = 0
     scans_split: int = 0
     outputs_in_place: int = 0
+    scans_specialised: int = 0
 
     def table(self) -> str:
         rows = [f"target={self.target} reproducibility={self.reproducibility} scans {self.scans_before} -> "
                 f"{self.scans_after}; applied {self.applied or '{}'}; skipped {self.skipped or '[]'}",
                 f"lifted {self.scans_lifted}, copies removed {self.copies_removed}, carry slots removed "
                 f"{self.carries_removed} / demoted {self.carries_demoted}, branches peeled {self.branches_peeled}, "
-                f"scans fused {self.scans_fused} / split {self.scans_split}, outputs in place {self.outputs_in_place}",
+                f"scans fused {self.scans_fused} / split {self.scans_split}, outputs in place {self.outputs_in_place}, "
+                f"specialised {self.scans_specialised}",
                 f"{'scan':24} {'dir':8} {'levels':28} lifted copies- carries peeled impl (class)"]
         for s in self.scans:
             rows.append(f"{s.label[:24]:24} {s.direction:8} {s.levels[:28]:28} {str(s.lifted):6} "
@@ -184,6 +189,8 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     _apply(sdfg, "ScanFission", report)
     report.scans_fused = fused
     report.scans_split = len(_scan_nodes(sdfg)) - split_nodes
+    for name in SPECIALISE:
+        report.scans_specialised += _apply(sdfg, name, report)
     # 4. select
     if target == "gpu":
         sdfg.apply_gpu_transformations()

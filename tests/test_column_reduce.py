@@ -179,14 +179,39 @@ def test_tree_is_order_free_for_selection_ops():
             assert bitwise_equal(a, b), op
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("nlev", [7, 90])
+def test_special_values_without_nan(compiled, nlev):
+    """The NaN-free fast passes (blocked: one compare, kvector: vector lanes) see +-0, +-inf and ties;
+    NaN-free blocks next to a block with one NaN (the block redone exactly)."""
+    rng = np.random.default_rng(11 + nlev)
+    x, m, lev = data(rng, 200, nlev, compiled[1])
+    flat = x.reshape(-1)
+    pick = rng.integers(0, flat.size, size=flat.size // 5)
+    # no -inf among the scattered values: a cell with +inf and -inf is redone like one with a NaN
+    flat[pick] = rng.choice(np.array([0.0, -0.0, np.inf, 1.0, -1.0], dtype=x.dtype), size=pick.size)
+    x[:, nlev // 2] = x[:, nlev - 1] = -7.0  # ties: the first index wins
+    x[5, :] = np.inf
+    x[6, :] = -np.inf
+    x[7, :] = 0.0
+    x[7, ::2] = -0.0
+    check(run(compiled, x, m, lev), x, m, lev)
+    x[150, nlev - 1] = np.nan  # one NaN: its block (cells 128..191) is redone, the others are not
+    x[151, 0] = np.nan
+    check(run(compiled, x, m, lev), x, m, lev)
+
+
 @pytest.mark.parametrize("layout, op, want", [("cellcontig", "sum", "blocked"), ("cellcontig", "argmin", "blocked"),
-                                               ("kcontig", "sum", "sequential"), ("kcontig", "argmin", "sequential")])
+                                               ("kcontig", "sum", "sequential"), ("kcontig", "argmin", "kvector"),
+                                               ("kcontig", "max", "kvector")])
 def test_auto_choice(layout, op, want):
     sdfg, st = base_sdfg(f"auto_{layout}", layout, np.float64)
     node = add_reduce(sdfg, st, "o", op, "auto", layout, False)
     assert node.choose_implementation(st) == want
     node.reproducibility = "replay"  # lanes is not faster than the exact choice: still exact
     assert node.choose_implementation(st) == want
+    masked = add_reduce(sdfg, st, "om", op, "auto", layout, True)  # kvector's fast path needs no mask
+    assert masked.choose_implementation(st) == ("blocked" if layout == "cellcontig" else "sequential")
 
 
 @pytest.mark.parametrize("mutate, message", [

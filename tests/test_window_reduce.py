@@ -3,6 +3,7 @@
 import dace
 import numpy as np
 import pytest
+from dace.sdfg.state import LoopRegion
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
@@ -21,11 +22,11 @@ def body_ref(vals, valid, k):
     return vals[0] + vals[1] * vals[2] if valid[0] else vals[1] - vals[2]
 
 
-def add_window(sdfg, st, name, weights, offsets, impl, layout, body=""):
+def add_window(sdfg, st, name, weights, offsets, impl, layout, body="", unroll=4):
     shape = sdfg.arrays["x"].shape
     sdfg.add_array(name, shape, sdfg.arrays["x"].dtype)
     node = sdfg_scan.WindowReduce(name, weights, offsets, axis=-1 if layout == "kcontig" else 0, body=body)
-    node.implementation, node.block_size = impl, 16
+    node.implementation, node.block_size, node.unroll = impl, 16, unroll
     st.add_node(node)
     st.add_edge(st.add_read("x"), None, node, "_in", dace.Memlet.from_array("x", sdfg.arrays["x"]))
     st.add_edge(node, "_out", st.add_write(name), None, dace.Memlet.from_array(name, sdfg.arrays[name]))
@@ -49,6 +50,18 @@ def compiled(request):
         add_window(sdfg, st, f"o_{impl}_body", [], [-1, 0, 1], impl, layout, BODY)
     sdfg.expand_library_nodes()
     return layout, dtype, sdfg, sdfg.compile()
+
+
+@pytest.fixture(scope="module")
+def unrolled():
+    """Cell-contiguous ``direct`` with other unroll-and-jam depths (1: one level per pass)."""
+    sdfg, st = base("test_window_reduce_unroll", "cellcontig", np.float64)
+    for unroll in (1, 2, 3, 7):
+        for wname, (w, o) in WINDOWS.items():
+            add_window(sdfg, st, f"o_u{unroll}_{wname}", w, o, "direct", "cellcontig", unroll=unroll)
+    add_window(sdfg, st, "o_u3_body", [], [-1, 0, 1], "direct", "cellcontig", BODY, unroll=3)
+    sdfg.expand_library_nodes()
+    return "cellcontig", np.float64, sdfg, sdfg.compile()
 
 
 def run_check(compiled, x):
@@ -81,6 +94,26 @@ def test_empty(compiled):
     run_check(compiled, np.zeros((4, 0)))
 
 
+@pytest.mark.parametrize("nlev", [0, 1, 4, 5, 6, 9, 10, 11, 12, 13, 14, 90])
+def test_unroll_remainders(unrolled, nlev):
+    """Every remainder of the interior levels modulo the unroll depth, bitwise."""
+    run_check(unrolled, np.random.default_rng(nlev).standard_normal((37, nlev)))
+
+
+def test_unroll_schedule():
+    """The jammed level loop exists for weights on cell-contiguous data only (not for a body, not K-contiguous)."""
+    def loops(layout, body="", impl="direct"):
+        sdfg, st = base(f"unroll_sched_{layout}", layout, np.float64)
+        add_window(sdfg, st, "o", *(([], [-1, 0, 1]) if body else WINDOWS["back3"]), impl, layout, body)
+        sdfg.expand_library_nodes()
+        return {r.label for r, _ in sdfg.all_nodes_recursive() if isinstance(r, LoopRegion)}
+
+    assert "levels_jam" in loops("cellcontig")
+    assert "levels_jam" not in loops("cellcontig", BODY)
+    assert "levels_jam" not in loops("kcontig")
+    assert "levels_jam" not in loops("cellcontig", impl="kcached")
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ncol=hs.integers(1, 40), nlev=hs.integers(0, 30), seed=hs.integers(0, 2**16))
 def test_hypothesis(compiled, ncol, nlev, seed):
@@ -91,6 +124,7 @@ def test_hypothesis(compiled, ncol, nlev, seed):
     (dict(weights=[], offsets=[]), "offsets is empty"),
     (dict(weights=[1.0], offsets=[-1, 0]), "1 weights for 2 offsets"),
     (dict(weights=[], offsets=[0], body="y = x0"), "body does not assign '_out'"),
+    (dict(weights=[1.0], offsets=[0], unroll=0), "unroll must be positive, got 0"),
 ])
 def test_errors(kwargs, message):
     sdfg, st = base("errors", "kcontig", np.float64)

@@ -29,3 +29,7 @@ __all__.append("ScanFission")
 from sdfg_scan.transformations.scan_outputs_in_place import ScanOutputsInPlace  # noqa: E402,F401
 
 __all__.append("ScanOutputsInPlace")
+
+from sdfg_scan.transformations.scan_to_cumulative import ScanToCumulative  # noqa: E402,F401
+
+__all__.append("ScanToCumulative")

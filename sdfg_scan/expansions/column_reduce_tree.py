@@ -309,6 +309,20 @@ def _fold_parts(node, blk: _Block, reverse: bool):
     return vt, ident, arg, step, bool(valid)
 
 
+def _fast_select_step(node, blk: _Block, reverse: bool) -> str | None:
+    """The fast step of an unmasked selection op (``None`` otherwise): one ordered compare, ``v < a``
+    forward (``v <= a`` backward; ``>``/``>=`` for max/argmax), plus ``ns += v`` for floats. ``ns``
+    turns NaN for every NaN operand (and for some inf/-inf pairs); a block whose ``ns`` is NaN
+    anywhere is redone with the exact step. Without NaNs both steps take the same levels."""
+    if node.op not in ("min", "max", "argmin", "argmax") or node.has_mask or node.has_levels:
+        return None
+    lt = "<" if node.op in ("min", "argmin") else ">"
+    upd = "a = t_ ? v : a;" + (" ai = t_ ? (long long)k : ai;" if node.op.startswith("arg") else "")
+    nan = " ns = ns + v;" if np.issubdtype(blk.x.dtype.as_numpy_dtype(), np.floating) else ""
+    return (f"{{ const {blk.x.dtype.ctype} v = {blk.seq('_in', 'c', 'k')}; "
+            f"const bool t_ = (v {lt}{'=' if reverse else ''} a); {upd}{nan} }}")
+
+
 def build_fold(node, state: dace.SDFGState, cell_axis: int, block: int, unroll: int) -> dace.SDFG:
     """The ``blocked`` expansion: the sequential fold over blocks of ``block`` cells, in C++.
 
@@ -325,11 +339,14 @@ def build_fold(node, state: dace.SDFGState, cell_axis: int, block: int, unroll: 
     out = "idx[c]" if arg else "acc[c]"
     level = "(nk - 1 - (j))" if reverse else "(j)"
 
-    def body(js: list[str]) -> str:
-        lines = [f"{vt} a = acc[c];"] + (["long long ai = idx[c];"] if arg else [])
+    fast = _fast_select_step(node, blk, reverse)
+    nan = fast is not None and "ns = ns" in fast
+
+    def body(js: list[str], stp: str, ns: bool) -> str:
+        lines = [f"{vt} a = acc[c];"] + (["long long ai = idx[c];"] if arg else []) + ([f"{vt} ns = nsum[c];"] if ns else [])
         for j in js:
-            lines.append(f"{{ const int k = {level.replace('j', j)}; {step} }}")
-        lines += ["acc[c] = a;"] + (["idx[c] = ai;"] if arg else [])
+            lines.append(f"{{ const int k = {level.replace('j', j)}; {stp} }}")
+        lines += ["acc[c] = a;"] + (["idx[c] = ai;"] if arg else []) + (["nsum[c] = ns;"] if ns else [])
         return "\n            ".join(lines)
 
     # plain argmin/argmax: the carries start as (identity, first visited level), so no "idx < 0" test
@@ -342,25 +359,112 @@ def build_fold(node, state: dace.SDFGState, cell_axis: int, block: int, unroll: 
     simd = "#pragma omp simd" if not dace.symbolic.issymbolic(cstride) and cstride == 1 else ""
     idx0 = f" idx[c] = {first_k if plain_sel else '-1'};" if arg else ""
     result = f"(nk > 0 ? {out} : -1)" if plain_sel else out
-    code = f"""
-{vt} acc[{block}];
-{f'long long idx[{block}];' if arg else ''}
-for (int c = 0; c < nc; ++c) {{ acc[c] = {ident};{idx0} }}
+
+    def loops(stp: str, ns: bool) -> str:
+        return f"""for (int c = 0; c < nc; ++c) {{ acc[c] = {ident};{idx0}{' nsum[c] = 0;' if ns else ''} }}
 int j = 0;
 for (; j + {unroll} <= nk; j += {unroll}) {{
     {simd}
     for (int c = 0; c < nc; ++c) {{
-            {body([f'j + {u}' for u in range(unroll)])}
+            {body([f'j + {u}' for u in range(unroll)], stp, ns)}
     }}
 }}
 for (; j < nk; ++j) {{
     for (int c = 0; c < nc; ++c) {{
-            {body(['j'])}
+            {body(['j'], stp, ns)}
     }}
-}}
+}}"""
+
+    if fast is None:
+        main = loops(step, False)
+    elif not nan:
+        main = loops(fast, False)
+    else:  # NaN-free fast pass; a block with a NaN (or an inf/-inf pair) is redone with the exact step
+        main = f"""{vt} nsum[{block}];
+{loops(fast, True)}
+bool redo = false;
+for (int c = 0; c < nc; ++c) redo |= (nsum[c] != nsum[c]);
+if (redo) {{
+{loops(step, False)}
+}}"""
+    code = f"""
+{vt} acc[{block}];
+{f'long long idx[{block}];' if arg else ''}
+{main}
 for (int c = 0; c < nc; ++c) {blk.col('_out', 'c')} = {result};
 """
     return _tasklet_map(node, state, f"{node.label}_blocked", cell_axis, block, code)
+
+
+VECTOR_BYTES = 64
+"""Width of the GCC/Clang vector-extension registers of the CPU ``kvector`` fast path (one AVX-512
+register, two AVX2 ones)."""
+
+
+def _kvector_fast(node, blk: _Block) -> str | None:
+    """C++ of the CPU ``kvector`` fast path for unmasked float columns with unit K stride (``None``
+    otherwise): one ``VECTOR_BYTES`` vector of lanes walks the column; lane ``l`` keeps the first
+    index of its extreme value with the ordered compare, an unordered compare flags NaNs; the lanes
+    combine as (value, index) pairs (the lower index wins ties) in a log2 shuffle tree. A column
+    with a NaN is redone with the exact sequential step (first NaN wins)."""
+    x = blk.x
+    npdt = x.dtype.as_numpy_dtype()
+    k_stride = x.strides[blk.axis]
+    if (node.has_mask or node.has_levels or not np.issubdtype(npdt, np.floating) or npdt.itemsize not in (4, 8)
+            or dace.symbolic.issymbolic(k_stride) or k_stride != 1):
+        return None
+    width = VECTOR_BYTES // npdt.itemsize
+    vt, it = x.dtype.ctype, ("int" if npdt.itemsize == 4 else "long long")
+    lt = "<" if node.op in ("min", "argmin") else ">"
+    ident = cpp_literal(reduce_identity(node.op[3:] if node.op.startswith("arg") else node.op, npdt), x.dtype)
+    shuffles = []
+    half = width // 2
+    while half >= 1:
+        perm = [(lane ^ half) for lane in range(width)]
+        plist = ", ".join(str(q) for q in perm)
+        shuffles.append(f"""    {{
+#if defined(__clang__)
+        const vv_ m2 = __builtin_shufflevector(m, m, {plist}); const vi_ i2 = __builtin_shufflevector(mi, mi, {plist});
+#else
+        const vv_ m2 = __builtin_shuffle(m, (vi_){{{plist}}}); const vi_ i2 = __builtin_shuffle(mi, (vi_){{{plist}}});
+#endif
+        const vi_ t = (m2 {lt} m) | ((m2 == m) & (i2 < mi)); m = t ? m2 : m; mi = t ? i2 : mi;
+    }}""")
+        half //= 2
+    lanes_init = ", ".join(str(q) for q in range(width))
+    exact = _select_test(node.op, "v", "a")
+    out = "ri" if node.op.startswith("arg") else f"(nk > 0 ? p_in[ri] : {ident})"
+    return f"""
+typedef {vt} vv_ __attribute__((vector_size({VECTOR_BYTES})));
+typedef {it} vi_ __attribute__((vector_size({VECTOR_BYTES})));
+const {vt}* __restrict__ p = p_in;  // the column's window, unit K stride
+vv_ m; vi_ mi = {{0}}; vi_ bad = {{0}};
+for (int l = 0; l < {width}; ++l) m[l] = {ident};
+vi_ kk = (vi_){{{lanes_init}}};
+int k = 0;
+for (; k + {width} <= nk; k += {width}) {{
+    vv_ v; __builtin_memcpy(&v, p + k, sizeof(v));
+    const vi_ t = v {lt} m; m = t ? v : m; mi = t ? kk : mi; bad |= (v != v); kk += {width};
+}}
+bool nan_ = false;
+for (int l = 0; l < {width}; ++l) nan_ |= (bad[l] != 0);
+{chr(10).join(shuffles)}
+{vt} mm = m[0]; long long ri = mi[0];
+for (; k < nk; ++k) {{ const {vt} v = p[k]; if (v {lt} mm) {{ mm = v; ri = k; }} nan_ |= (v != v); }}
+if (nan_) {{
+    {vt} a = {ident}; ri = -1;
+    for (int k = 0; k < nk; ++k) {{ const {vt} v = p[k]; if ((ri < 0) || {exact}) {{ a = v; ri = k; }} }}
+}}
+if (nk <= 0) ri = -1;
+{blk.col('_out', '0')} = {out};
+(void)nc; (void)mm;
+"""
+
+
+def _select_test(op: str, cand: str, cur: str) -> str:
+    """C++ of the forward "``cand`` replaces ``cur``" rule (``reference._beats``)."""
+    lt = "<" if op in ("min", "argmin") else ">"
+    return f"(({cand} {lt} {cur}) || (({cand} != {cand}) && ({cur} == {cur})))"
 
 
 def build_kvector(node, state: dace.SDFGState, lanes: int) -> dace.SDFG:
@@ -376,6 +480,9 @@ def build_kvector(node, state: dace.SDFGState, lanes: int) -> dace.SDFG:
     axis = node.resolved_axis(len(x.shape))
     cell_axis = [d for d in range(len(x.shape)) if d != axis][-1]
     blk = _Block(node, state, cell_axis)
+    fast = _kvector_fast(node, blk) if node.target(state) == "cpu" else None
+    if fast is not None:
+        return _tasklet_map(node, state, f"{node.label}_kvector", cell_axis, 1, fast)
     vt, ident, _valid, value, _arg, combine = _code_parts(node, blk)
     value = value.replace("[(c) *", "[(0) *")
     masked = node.has_mask or node.has_levels

@@ -17,7 +17,11 @@ test "inside the column" and clamp their indices; the interior is branch-free.
 ``direct``
     every level reads its whole window: one tasklet with one input per offset, the memlet index
     clamped into the column (``Max(0, Min(nk - 1, k + o))``) and the term skipped in the tasklet
-    when ``k + o`` lies outside.
+    when ``k + o`` lies outside. Blocked schedule with weights (not a body): the interior is
+    *unroll-and-jammed* by ``U = node.unroll`` -- a loop over ``k = a, a + U, ...`` whose cell loop
+    computes the ``U`` levels ``k .. k + U - 1`` from the rows ``x[k + min(o)] .. x[k + max(o) + U - 1]``,
+    each loaded once per cell (instead of once per level and offset), then the ``< U`` remaining
+    interior levels one per pass. Each output keeps its own accumulator and term order.
 ``kcached``
     a ring of ``W = max(o) - min(o) + 1`` transient ``[block]`` arrays holds ``x[k + min(o)] ..
     x[k + max(o)]``: per level the ring shifts by one and a single new value ``x[k + max(o)]`` is
@@ -210,8 +214,8 @@ def build_window(node, state: dace.SDFGState, cell_axis: int, block: int, cached
         for label, first, cond, interior in ranges:
             if interior and jam > 1:  # unroll-and-jam: `jam` levels per pass, then the remainder levels
                 a, b = max(0, -min(offsets)), max(0, max(offsets))
-                _jammed(col, st := col.loop("levels_jam", first, f"_k < _nk - {b + jam - 1}", jam), offsets,
-                        weights, x.dtype, jam)
+                jst = col.loop("levels_jam", first, f"_k < _nk - {b + jam - 1}", jam)
+                _jammed(col, jst, offsets, weights, x.dtype, jam)
                 first = f"{a} + {jam} * int_floor(Max(0, _nk - {a + b}), {jam})"
             st = col.loop(label, first, cond)
             reads = {f"x{j}": col.x(o, interior) for j, o in enumerate(offsets)}

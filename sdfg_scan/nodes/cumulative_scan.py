@@ -32,12 +32,14 @@ def kernel(node: CumulativeScan, state: dace.SDFGState) -> ColumnKernel:
     node.validate(state.sdfg, state)
     dtype = node.operand(state, "_in").dtype
     op = _COMBINE[node.op].format(a="s", b="_in")
+    ident = _literal(identity(node.op, dtype.as_numpy_dtype()))
+    # start_from_identity: the first level combines with the identity (0.0 + x[0] is +0.0 for x[0] = -0.0)
+    start = _COMBINE[node.op].format(a=ident, b="_in") if node.start_from_identity else "_in"
     if node.exclusive:
-        ident = _literal(identity(node.op, dtype.as_numpy_dtype()))
         return ColumnKernel(seq_in=["_in"], seq_out=["_out"], carries={"s": dtype}, reverse=node.reverse,
-                            first=f"_out = {ident}\ns_ = _in", step=f"_out = s\ns_ = {op}")
+                            first=f"_out = {ident}\ns_ = {start}", step=f"_out = s\ns_ = {op}")
     return ColumnKernel(seq_in=["_in"], seq_out=["_out"], carries={"s": dtype}, reverse=node.reverse,
-                        first="s_ = _in\n_out = _in", step=f"s_ = {op}\n_out = s_")
+                        first=f"s_ = {start}\n_out = {'s_' if node.start_from_identity else '_in'}", step=f"s_ = {op}\n_out = s_")
 
 
 @dace.library.expansion
@@ -73,6 +75,8 @@ class CumulativeScan(ColumnNode):
 
     ``exclusive`` emits the carry *before* each level (the identity of ``op`` first);
     ``reverse`` runs from the last level down, outputs stay index-aligned.
+    ``start_from_identity`` starts from ``s = identity (op) x[first]`` (what a scan from an init
+    equal to the identity computes; differs from ``s = x[first]`` only for ``-0.0`` and NaN payloads).
 
     Connectors: ``_in`` (N-d, any strides), ``_out`` (same shape).
 
@@ -96,6 +100,9 @@ class CumulativeScan(ColumnNode):
     reverse = properties.Property(dtype=bool, default=False, category="Semantics", desc="scan from the last level")
     exclusive = properties.Property(dtype=bool, default=False, category="Semantics",
                                     desc="emit the carry before each level (identity first)")
+    start_from_identity = properties.Property(
+        dtype=bool, default=False, category="Semantics",
+        desc="first level computes identity (op) x (as gt4py's scans from init 0) instead of taking x")
     block_size = properties.Property(dtype=int, default=4096, category="Expansion",
                                      desc="cells per block of the 'blocked' expansion (4096 measured best for cumsum and the linear recurrence)")
 

@@ -71,7 +71,8 @@ class WindowReduce(ColumnNode):
     ==============  =========  =============  =================================================
     implementation  targets    reproducible   schedule
     ==============  =========  =============  =================================================
-    ``direct``      cpu, gpu   exact          re-reads the window; blocks of cells (cell-contiguous)
+    ``direct``      cpu, gpu   exact          re-reads the window; blocks of cells (cell-contiguous,
+                                              ``unroll`` levels per pass over the block: unroll-and-jam)
                                               or one column per iteration (K-contiguous, GPU)
     ``kcached``     cpu, gpu   exact          register ring buffer, one load per level
     ``auto``        cpu, gpu   exact          CPU ``direct``, GPU ``kcached``
@@ -93,7 +94,7 @@ class WindowReduce(ColumnNode):
                                desc="optional Python tasklet code assigning _out from x0.., v0.., _k")
     block_size = properties.Property(dtype=int, default=8192, category="Expansion",
                                      desc="cells per block (CPU)")
-    unroll = properties.Property(dtype=int, default=4, category="Expansion",
+    unroll = properties.Property(dtype=int, default=2, category="Expansion",
                                  desc="levels per pass of the direct expansion on cell-contiguous data "
                                       "(unroll-and-jam; 1: one level per pass; weights only, not a body)")
 
@@ -136,8 +137,10 @@ class WindowReduce(ColumnNode):
         return min(known, key=lambda d: x.strides[d]) if known else cols[-1]
 
     def choose_implementation(self, state):
-        """CPU: ``direct`` (measured faster in both layouts: the re-read window rows/levels hit L1, and
-        the branch-free interior vectorises; the ring's shifts do not). GPU: ``kcached`` (the ring lives
+        """CPU: ``direct`` (measured faster in both layouts: the re-read window rows/levels hit L1/L2, the
+        branch-free interior vectorises, the ring's shifts do not; on cell-contiguous data its
+        unroll-and-jam passes load each window row once per ``unroll`` levels: 10-12 % faster than one
+        level per pass, 1 thread, 81920 x 90/137 float64, M=3; ``unroll`` 2 ~ 3 > 4 > 1). GPU: ``kcached`` (the ring lives
         in the thread's registers)."""
         want = "kcached" if self.target(state) == "gpu" else "direct"
         if want in self.candidates(state):
