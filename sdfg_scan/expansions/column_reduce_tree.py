@@ -17,6 +17,11 @@ strides (symbolic strides stay symbols):
 The selection ops (min/max/argmin/argmax) carry (value, index) pairs and combine them so that the
 first index of the extreme value wins (NaN first), whatever the order: they are bitwise equal to
 the sequential fold. ``min``/``max`` are computed as argmin/argmax and return the value.
+
+``blocked`` (:func:`build_fold`) and ``kvector`` (:func:`build_kvector`) have NaN-free fast paths
+for unmasked selection ops: an ordered compare (one instruction) replaces the NaN-aware rule, a
+cheap NaN detector (a running sum, an unordered compare) flags the blocks/columns to redo with the
+exact rule. Without NaNs the ordered compare takes exactly the levels the exact rule takes.
 """
 
 from __future__ import annotations

@@ -99,7 +99,8 @@ class ExpandColumnReduceBlocked(ExpandTransformation):
     the level loop unrolled by ``unroll`` and jammed into the branch-free (vectorised) cell loop.
 
     Cell-contiguous data gives unit-stride cell loops over ``unroll`` concurrent level rows;
-    K-contiguous data gets groups of at most 8 interleaved columns.
+    K-contiguous data gets groups of at most 8 interleaved columns. Unmasked selection ops run a
+    NaN-free pass with one ordered compare per level and redo a block that holds a NaN exactly.
     """
 
     environments = [ExactArithmetic]
@@ -207,7 +208,9 @@ class ColumnReduce(ColumnNode):
                                               (K-contiguous: at most 16)
     ``lanes``       cpu, gpu   replay         ``lanes`` interleaved partial results per column
     ``kvector``     cpu, gpu   exact          min/max/argmin/argmax only: ``lanes_select``
-                                              (value, index) lanes along K, order-free combine
+                                              (value, index) lanes along K, order-free combine;
+                                              CPU, unmasked float, unit K stride: one 64-byte
+                                              vector of lanes, NaN columns redone sequentially
     ``auto``        cpu, gpu   (chosen)       see :meth:`choose_implementation`
     ==============  =========  =============  ==================================================
     """
