@@ -27,6 +27,8 @@ test: lint
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[test,bench]'
 	$(BIN)/python benchmarks/bench_scans.py
+	$(BIN)/python benchmarks/bench_solvers.py
+	$(BIN)/python benchmarks/bench_icon4py.py
 
 clean:
 	rm -rf $(VENV) .dacecache build *.egg-info
