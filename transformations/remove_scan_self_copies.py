@@ -7,9 +7,10 @@ from dace import data as dt
 from dace import properties
 from dace.sdfg import SDFG, SDFGState, nodes
 from dace.sdfg import utils as sdutil
-from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, LoopRegion
+from dace.sdfg.state import ControlFlowRegion, LoopRegion
 from dace.transformation import transformation as xf
 
+from sdfg_scan.identity_copies import ancestors, enclosing_loop, identity_copies, single_element, writes
 from sdfg_scan.scan_structure import used_in_control_flow
 
 
@@ -76,11 +77,11 @@ class RemoveScanSelfCopies(xf.SingleStateTransformation):
     # --------------------------------------------------------------------------------------------
     def _find_candidate(self, state: SDFGState, col: SDFG):
         """The first legal ``(inner_state, copy_edge, s_node, in_edge, t_node, out_edge)``, or None."""
-        loop = _enclosing_loop(state)
+        loop = enclosing_loop(state)
         if loop is None:
             return None
         nsdfg = self.nsdfg
-        for inner_state, edge in _identity_copies(nsdfg):
+        for inner_state, edge in identity_copies(nsdfg):
             i, o = edge.src.data, edge.dst.data
             outer = _outer_scalars(state, nsdfg, i, o)
             if outer is None:
@@ -101,87 +102,6 @@ class RemoveScanSelfCopies(xf.SingleStateTransformation):
 # ------------------------------------------------------------------------------------------------
 # legality helpers
 # ------------------------------------------------------------------------------------------------
-def _single_element(desc) -> bool:
-    return isinstance(desc, dt.Scalar) or (isinstance(desc, dt.Array) and desc.total_size == 1)
-
-
-def _enclosing_loop(state: SDFGState) -> LoopRegion | None:
-    g = state.parent_graph
-    while g is not None and not isinstance(g, SDFG):
-        if isinstance(g, LoopRegion):
-            return g
-        g = g.parent_graph
-    return None
-
-
-def _writes(sdfg: SDFG, data: str):
-    """``(state, access node)`` for every write of ``data`` in ``sdfg`` (not descending into nested SDFGs)."""
-    for st in sdfg.all_states():
-        for n in st.data_nodes():
-            if n.data == data and st.in_degree(n) > 0:
-                yield st, n
-
-
-def _reads(sdfg: SDFG, data: str):
-    for st in sdfg.all_states():
-        for n in st.data_nodes():
-            if n.data == data and st.out_degree(n) > 0:
-                yield st, n
-
-
-def _ancestors(block) -> list:
-    chain = [block]
-    g = block.parent_graph
-    while g is not None:
-        chain.append(g)
-        if isinstance(g, SDFG):
-            break
-        g = g.parent_graph
-    return chain
-
-
-def _mutually_exclusive(a: SDFGState, b: SDFGState) -> bool:
-    """True when ``a`` and ``b`` lie in different branches of one ``ConditionalBlock``."""
-    chain_a = _ancestors(a)
-    ids_a = {id(x): k for k, x in enumerate(chain_a)}
-    chain_b = _ancestors(b)
-    for k, x in enumerate(chain_b):
-        if id(x) in ids_a:
-            if isinstance(x, ConditionalBlock):
-                # the children on both sides are two branch regions of x
-                ca, cb = chain_a[ids_a[id(x)] - 1], chain_b[k - 1]
-                return ca is not cb
-            return False
-    return False
-
-
-def _identity_copies(nsdfg: nodes.NestedSDFG):
-    """Candidate ``(state, edge)``: access-node copy input connector -> output connector inside ``nsdfg``."""
-    inner = nsdfg.sdfg
-    for st in inner.all_states():
-        for e in st.edges():
-            src, dst = e.src, e.dst
-            if not (isinstance(src, nodes.AccessNode) and isinstance(dst, nodes.AccessNode)):
-                continue
-            i, o = src.data, dst.data
-            if i not in nsdfg.in_connectors or o not in nsdfg.out_connectors or o in nsdfg.in_connectors:
-                continue
-            if i in nsdfg.out_connectors or e.data.wcr is not None:
-                continue
-            di, do = inner.arrays[i], inner.arrays[o]
-            if not (_single_element(di) and _single_element(do)) or di.dtype != do.dtype:
-                continue
-            if st.in_degree(dst) != 1 or st.out_degree(dst) != 0:
-                continue
-            if any(n.data == o for n in st.data_nodes() if n is not dst):
-                continue
-            if any(True for _ in _writes(inner, i)) or any(True for _ in _reads(inner, o)):
-                continue
-            if not all(ws is st or _mutually_exclusive(ws, st) for ws, _ in _writes(inner, o) if ws is not st):
-                continue
-            yield st, e
-
-
 def _outer_scalars(state: SDFGState, nsdfg: nodes.NestedSDFG, i: str, o: str):
     col = state.sdfg
     ins = [e for e in state.in_edges(nsdfg) if e.dst_conn == i]
@@ -195,7 +115,7 @@ def _outer_scalars(state: SDFGState, nsdfg: nodes.NestedSDFG, i: str, o: str):
         return None
     ds, dtd = col.arrays[s_node.data], col.arrays[t_node.data]
     for d in (ds, dtd):
-        if not (d.transient and _single_element(d)) or isinstance(d, dt.View):
+        if not (d.transient and single_element(d)) or isinstance(d, dt.View):
             return None
     if ds.dtype != dtd.dtype or type(ds) is not type(dtd):
         return None
@@ -208,7 +128,7 @@ def _t_only_written_here(col: SDFG, state: SDFGState, t_node: nodes.AccessNode) 
         return False
     if any(n is not t_node and n.data == t for n in state.data_nodes()):
         return False
-    return all(n is t_node for _, n in _writes(col, t))
+    return all(n is t_node for _, n in writes(col, t))
 
 
 def _s_ordered_before(state: SDFGState, nsdfg: nodes.NestedSDFG, s: str) -> bool:
@@ -232,7 +152,7 @@ def _is_copy_from(state: SDFGState, node: nodes.AccessNode, src_data: str) -> bo
 
 
 def _inside(block, region: ControlFlowRegion) -> bool:
-    return any(x is region for x in _ancestors(block))
+    return any(x is region for x in ancestors(block))
 
 
 def _s_elsewhere(col: SDFG, state: SDFGState, loop: LoopRegion, s: str, t: str) -> bool:

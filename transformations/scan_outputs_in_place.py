@@ -15,11 +15,8 @@ from dace.sdfg import utils as sdutil
 from dace.sdfg.state import LoopRegion
 from dace.transformation import transformation as xf
 from dace.transformation.passes.analysis import loop_analysis
-from sdfg_scan.transformations.remove_scan_self_copies import (
-    _identity_copies,
-    _mutually_exclusive,
-)
 
+from sdfg_scan.identity_copies import identity_copies, mutually_exclusive
 from sdfg_scan.scan_structure import used_in_control_flow
 
 
@@ -235,7 +232,7 @@ def _plan_pair(state: SDFGState, z: nodes.NestedSDFG, out: str, inp: str):
         if not isinstance(n, nodes.NestedSDFG):
             return None
         o = nedge.src_conn
-    cands = [(ist, ie) for ist, ie in _identity_copies(n) if ie.dst.data == o]
+    cands = [(ist, ie) for ist, ie in identity_copies(n) if ie.dst.data == o]
     if len(cands) != 1:
         return None
     copy_state, copy_edge = cands[0]
@@ -310,7 +307,7 @@ def _plan_pair(state: SDFGState, z: nodes.NestedSDFG, out: str, inp: str):
     w = wedge.src
     if not isinstance(w, nodes.NestedSDFG) or state.entry_node(w) is not m1_entry:
         return None
-    wc = [(ist, ie) for ist, ie in _identity_copies(w) if ie.dst.data == wedge.src_conn]
+    wc = [(ist, ie) for ist, ie in identity_copies(w) if ie.dst.data == wedge.src_conn]
     if len(wc) != 1:
         return None
     iw = wc[0][1].src.data
@@ -435,7 +432,7 @@ def _where_order(w: nodes.NestedSDFG, wo: str, copy_state, copy_edge, winp: set[
             if sr is copy_state and rn is copy_edge.src:
                 continue  # the copy that is removed
             if sr is not sw:
-                if _mutually_exclusive(sr, sw):
+                if mutually_exclusive(sr, sw):
                     continue
                 return None
             for reader in sr.successors(rn):
