@@ -170,31 +170,36 @@ class _Column:
         return self.sdfg
 
 
-def _operands(node: ColumnNode, state: dace.SDFGState, kernel: ColumnKernel):
-    conns = kernel.seq_in + kernel.col_in + kernel.seq_out + kernel.col_out
-    return {c: node.operand(state, c) for c in conns}
-
-
-def _outer(node: ColumnNode, state: dace.SDFGState, kernel: ColumnKernel, name: str):
-    """The expansion SDFG with one array per connector, describing the node's memlet windows."""
-    ops = _operands(node, state, kernel)
-    shape = ops[(kernel.seq_in or kernel.seq_out)[0]].shape
-    axis = node.resolved_axis(len(shape))
+def window_sdfg(node: ColumnNode, state: dace.SDFGState, connectors: list[str], name: str,
+                keep_symbols: tuple = ()) -> tuple[dace.SDFG, dict[str, dace.data.Data]]:
+    """An empty expansion SDFG with one array per connector describing the node's memlet window
+    (shape = subset size, strides = container strides times the subset step; a scalar window is a
+    one-element array). Only the symbols these arrays (and ``keep_symbols``) use are declared, so
+    the nested SDFG does not require unrelated ones."""
     outer = dace.SDFG(name)
     outer.using_explicit_control_flow = True
     for sym, dt in state.sdfg.symbols.items():
         outer.add_symbol(sym, dt)
     descs = {}
-    for c, op in ops.items():
-        descs[c] = outer.add_array(c, op.shape, op.dtype, storage=op.desc.storage, strides=op.strides)[1]
-    # only keep symbols that are used, so the nested SDFG does not require unrelated ones
-    used = set()
+    for c in connectors:
+        op = node.operand(state, c)
+        descs[c] = outer.add_array(c, list(op.shape) or [1], op.dtype, storage=op.desc.storage,
+                                   strides=list(op.strides) or [1])[1]
+    used = {str(s) for s in keep_symbols}
     for d in descs.values():
         used |= {str(s) for s in d.free_symbols}
     for sym in list(outer.symbols):
         if sym not in used:
             outer.remove_symbol(sym)
-    return outer, descs, shape, axis
+    return outer, descs
+
+
+def _outer(node: ColumnNode, state: dace.SDFGState, kernel: ColumnKernel, name: str):
+    """The expansion SDFG for ``kernel``'s connectors, the operand shape and the resolved axis."""
+    conns = kernel.seq_in + kernel.col_in + kernel.seq_out + kernel.col_out
+    outer, descs = window_sdfg(node, state, conns, name)
+    shape = node.operand(state, (kernel.seq_in or kernel.seq_out)[0]).shape
+    return outer, descs, shape, node.resolved_axis(len(shape))
 
 
 def _column_index(dims: list[int], axis: int, params: dict[int, str], seq: bool, nk_range: str) -> str:
@@ -328,4 +333,4 @@ class BlockedColumnExpansion(ExpandTransformation):
 
 
 __all__ = ["INTERLEAVE", "BlockedColumnExpansion", "ColumnKernel", "blocking_axis", "SequentialColumnExpansion", "build_blocked",
-           "build_sequential", "cell_axis_of"]
+           "build_sequential", "cell_axis_of", "window_sdfg"]

@@ -12,6 +12,7 @@ from dace.properties import DictProperty, SDFGReferenceProperty
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfg_scan.expansions import declare
+from sdfg_scan.expansions.column_loop import window_sdfg
 from sdfg_scan.expansions.environments import ExactArithmetic
 from sdfg_scan.nodes.base import AutoExpansion, ColumnNode
 from sdfg_scan.reference import EMIT_MODES
@@ -57,23 +58,8 @@ def _mapped_columns(node: Scan, state: dace.SDFGState) -> dace.SDFG:
     axis = node.resolved_axis(len(ref.shape))
     shape = ref.shape
     nk = node.levels(state)
-    outer = dace.SDFG(f"{node.label}_sequential")
-    outer.using_explicit_control_flow = True
-    for sym, dt in state.sdfg.symbols.items():
-        outer.add_symbol(sym, dt)
-    for c, op in ops.items():
-        desc = op.desc
-        strides = list(desc.strides)
-        if len(op.shape) != len(strides):
-            strides = [s for s, size in zip(desc.strides, op.edge.data.subset.size(), strict=True) if size != 1]
-        outer.add_array(c, op.shape or [1], desc.dtype, storage=desc.storage, strides=strides or [1])
-    used = set()
-    for d in outer.arrays.values():
-        used |= {str(s) for s in d.free_symbols}
-    used |= {str(s) for s in symbolic.pystr_to_symbolic(str(nk)).free_symbols}
-    for sym in list(outer.symbols):
-        if sym not in used:
-            outer.remove_symbol(sym)
+    outer, _ = window_sdfg(node, state, conns, f"{node.label}_sequential",
+                           keep_symbols=tuple(symbolic.pystr_to_symbolic(str(nk)).free_symbols))
     col_dims = [d for d in range(len(shape)) if d != axis]
     params = {d: f"_i{d}" for d in col_dims}
     st = outer.add_state("columns", is_start_block=True)
