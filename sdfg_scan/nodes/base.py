@@ -155,9 +155,4 @@ class AutoExpansion(ExpandTransformation):
         node.expand(state, chosen)
 
 
-def is_contiguous_axis(op: Operand, axis: int) -> bool:
-    """Whether ``axis`` is the unit-stride axis of the operand (K-contiguous layout)."""
-    return dace.symbolic.issymbolic(op.strides[axis]) is False and op.strides[axis] == 1
-
-
-__all__ = ["AutoExpansion", "ColumnNode", "GPU_SCHEDULES", "Operand", "is_contiguous_axis"]
+__all__ = ["AutoExpansion", "ColumnNode", "GPU_SCHEDULES", "Operand"]
