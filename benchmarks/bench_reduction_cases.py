@@ -17,7 +17,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sdfg_scan  # noqa: E402
-from benchmarks.common import Row, bandwidth_probe, best_time, print_table  # noqa: E402
+from benchmarks.common import Row, bandwidth_probe, best_time, compiled_call, print_table  # noqa: E402
 
 NC, NK = dace.symbol("NC"), dace.symbol("NK")
 WEIGHTS, OFFSETS = [0.4, 0.3, 0.2, 0.1], [0, -1, -2, -3]
@@ -69,7 +69,7 @@ def cases(ncol: int = 81920, nlev: int = 90) -> list[Row]:
             for impl in ("sequential",) + impls if kind == "reduce" else ("direct",) + impls[1:]:
                 prog, odt = _program(kind, op, impl, layout)
                 y = np.empty(x.shape if kind == "window" else ncol, dtype=odt)
-                t = best_time(lambda prog=prog, y=y: prog(x=x, y=y, NC=ncol, NK=nlev))
+                t = best_time(compiled_call(prog, x=x, y=y, NC=ncol, NK=nlev))
                 label = {"sequential": "naive Map->k-loop (sequential)"}.get(impl, impl)
                 if base is None:
                     base = t

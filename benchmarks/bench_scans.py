@@ -16,7 +16,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import Row, bandwidth_probe, best_time, print_table  # noqa: E402
+from benchmarks.common import Row, bandwidth_probe, best_time, compiled_call, print_table  # noqa: E402
 from benchmarks.peers import peer_rows  # noqa: E402
 from sdfg_scan.harness import numpy_array, one_node_sdfg  # noqa: E402
 from sdfg_scan.nodes import CumulativeScan, LinearRecurrence  # noqa: E402
@@ -60,7 +60,7 @@ def main(ncol: int = 81920, nlev: int = 90) -> list[Row]:
         base = None
         for impl in impls:
             prog = cumsum_sdfg(impl, layout).compile()
-            t = best_time(lambda prog=prog: prog(_in=x, _out=out, N=ncol, K=nlev))
+            t = best_time(compiled_call(prog, _in=x, _out=out, N=ncol, K=nlev))
             base = base or t
             label = "sequential (naive Map->k-loop)" if impl == "sequential" else impl
             rows.append(Row("cumsum", layout, label, t, 2 * field, base))
@@ -70,7 +70,7 @@ def main(ncol: int = 81920, nlev: int = 90) -> list[Row]:
         base = None
         for impl in impls:
             prog = linrec_sdfg(impl, layout).compile()
-            t = best_time(lambda prog=prog: prog(a=a, b=x, _out=out, N=ncol, K=nlev))
+            t = best_time(compiled_call(prog, a=a, b=x, _out=out, N=ncol, K=nlev))
             base = base or t
             label = "sequential (naive Map->k-loop)" if impl == "sequential" else impl
             rows.append(Row("linear recurrence", layout, label, t, 3 * field, base))

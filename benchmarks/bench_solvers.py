@@ -28,7 +28,7 @@ import scipy.linalg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import Row, bandwidth_probe, best_time, print_table  # noqa: E402
+from benchmarks.common import Row, bandwidth_probe, best_time, compiled_call, print_table  # noqa: E402
 from benchmarks.peers import peer_rows  # noqa: E402
 from sdfg_scan import reference  # noqa: E402
 from sdfg_scan.harness import numpy_array, one_node_sdfg  # noqa: E402
@@ -92,16 +92,16 @@ def solver_rows(ncol: int, nlev: int) -> list[Row]:
         variants += [("pcr", 0, "pcr")] if "pcr" in TridiagonalSolve.implementations else []
         for impl, block, label in variants:
             prog = solve_sdfg(impl, layout, block).compile()
-            t = best_time(lambda prog=prog: prog(a=a, b=b, c=c, d=d, x=x, N=ncol, K=nlev))
+            t = best_time(compiled_call(prog, a=a, b=b, c=c, d=d, x=x, N=ncol, K=nlev))
             base = base or t
             if impl != "pcr" and not np.array_equal(x, want):
                 raise AssertionError(f"{label}/{layout}: result differs from the reference")
             rows.append(Row("tridiagonal solve", layout, label, t, 5 * field, base))
         prog = factor_sdfg(layout).compile()
-        t = best_time(lambda prog=prog: prog(a=a, b=b, c=c, w=w, cp=cp, N=ncol, K=nlev))
+        t = best_time(compiled_call(prog, a=a, b=b, c=c, w=w, cp=cp, N=ncol, K=nlev))
         rows.append(Row("tridiagonal factor", layout, "thomas (auto)", t, 5 * field, None))
         prog = solve_sdfg("auto", layout, 0, prefactored=True).compile()
-        t = best_time(lambda prog=prog: prog(a=a, w=w, cp=cp, d=d, x=x, N=ncol, K=nlev))
+        t = best_time(compiled_call(prog, a=a, w=w, cp=cp, d=d, x=x, N=ncol, K=nlev))
         if not np.array_equal(x, want):
             raise AssertionError(f"prefactored/{layout}: result differs from the reference")
         rows.append(Row("tridiagonal solve", layout, "prefactored: 2 sweeps (auto)", t, 5 * field, base))

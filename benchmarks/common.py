@@ -32,6 +32,14 @@ def best_time(fn: Callable[[], object], repeats: int = REPEATS) -> float:
     return best
 
 
+def compiled_call(prog, **kwargs) -> Callable[[], None]:
+    """A no-argument callable running a compiled SDFG the way gt4py calls one: the argument vectors are
+    built once (``construct_arguments``), each call is ``fast_call`` (no Python-side checks of the
+    arrays; ~30-80 us less per call than ``prog(**kwargs)`` at the benchmark sizes)."""
+    callargs, initargs = prog.construct_arguments(**kwargs)
+    return lambda: prog.fast_call(callargs, initargs)
+
+
 def bandwidth_probe(nbytes: int) -> float:
     """Measured streaming bandwidth in GB/s (read + write) for two arrays of ``nbytes`` each."""
     n = dace.symbol("n")
@@ -46,7 +54,7 @@ def bandwidth_probe(nbytes: int) -> float:
     x = np.random.default_rng(0).random(count)
     y = np.empty_like(x)
     reps = 2 * REPEATS  # the limit deserves more samples than the kernels measured against it
-    t = min(best_time(lambda: prog(x=x, y=y, n=count), reps), best_time(lambda: np.copyto(y, x), reps),
+    t = min(best_time(compiled_call(prog, x=x, y=y, n=count), reps), best_time(lambda: np.copyto(y, x), reps),
             best_time(lambda: np.multiply(x, 2.0, out=y), reps))
     return 2 * count * 8 / t / 1e9
 

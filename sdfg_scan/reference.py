@@ -317,7 +317,7 @@ def tridiagonal_solve(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray
 # -- ColumnReduce / WindowReduce ------------------------------------------------------------------
 
 REDUCE_OPS = ("sum", "prod", "min", "max", "argmin", "argmax", "any", "all")
-REDUCE_ORDERS = ("sequential", "tree")
+REDUCE_ORDERS = ("sequential", "tree", "lanes")
 
 
 def reduce_identity(op: str, dtype: np.dtype) -> Any:
@@ -425,14 +425,34 @@ def column_fold(x: np.ndarray, op: str = "sum", axis: int = -1, mask: np.ndarray
     return (idx if op in ("argmin", "argmax") else acc).astype(_result_dtype(op, x.dtype))
 
 
+def _lanes_fold(x, op, axis, mask, levels, lanes: int) -> np.ndarray:
+    if lanes < 1:
+        raise ValueError(f"sdfg_scan.reference: lanes must be >= 1, got {lanes}")
+    x, ax, n, colshape, valid = _reduce_inputs(x, op, axis, mask, levels)
+    part = [np.full(colshape, reduce_identity(op, x.dtype), dtype=x.dtype) for _ in range(lanes)]
+    for k in range(n):
+        xk, vk = _level(x, ax, k), _level(valid, ax, k)
+        lane = part[k % lanes]
+        part[k % lanes] = np.where(vk, lane + xk if op == "sum" else lane * xk, lane)
+    acc = part[0]
+    for p in part[1:]:
+        acc = acc + p if op == "sum" else acc * p
+    return acc.astype(_result_dtype(op, x.dtype))
+
+
 def levels_order(n: int, reverse: bool) -> range:
     """The order in which a fold visits the levels (alias of :func:`levels` for reductions)."""
     return levels(n, reverse)
 
 
 def column_reduce(x: np.ndarray, op: str = "sum", axis: int = -1, mask: np.ndarray | None = None,
-                  levels: np.ndarray | None = None, order: str = "tree") -> np.ndarray:
+                  levels: np.ndarray | None = None, order: str = "tree", lanes: int = 8) -> np.ndarray:
     """Reduction of ``x`` along ``axis`` with ``op`` in :data:`REDUCE_OPS`, in a pinned ``order``.
+
+    ``order="lanes"`` (the ``lanes`` expansions) folds level ``k`` into partial result ``k % lanes``
+    (each lane a forward sequential fold from the identity, skipping invalid levels), then folds the
+    lanes in lane order: ``((p0 (op) p1) (op) p2) ...``. Only sum/prod bits depend on it; the other ops
+    give exactly the sequential fold.
 
     ``order="sequential"`` is :func:`column_fold`. ``order="tree"`` (the ``tree`` expansions) is the
     fixed pairwise tree whose shape depends only on the level count ``n``: the stack form of
@@ -454,8 +474,10 @@ def column_reduce(x: np.ndarray, op: str = "sum", axis: int = -1, mask: np.ndarr
     """
     if order not in REDUCE_ORDERS:
         raise ValueError(f"sdfg_scan.reference: order must be one of {REDUCE_ORDERS}, got '{order}'")
-    if order == "sequential":
+    if order == "sequential" or (order == "lanes" and op not in ("sum", "prod")):
         return column_fold(x, op, axis, mask, levels)
+    if order == "lanes":
+        return _lanes_fold(x, op, axis, mask, levels, lanes)
     x, ax, n, colshape, valid = _reduce_inputs(x, op, axis, mask, levels)
     sel = op if op not in ("min", "max") else "arg" + op
     ident = reduce_identity(sel[3:] if sel.startswith("arg") else op, x.dtype)

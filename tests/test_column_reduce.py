@@ -1,7 +1,8 @@
 """ColumnReduce: every op x expansion x layout x dtype against ``reference.column_reduce``.
 
 One SDFG per (layout, dtype) holds a node per (op, expansion, variant) and is compiled once with
-symbolic sizes; exact expansions are compared bitwise, ``lanes`` (replay) with a tolerance.
+symbolic sizes; every expansion is compared bitwise with its pinned order (``lanes``, replay, with
+``reference.column_reduce(order="lanes", lanes=...)``).
 """
 
 
@@ -75,6 +76,9 @@ def compiled(request):
     for impl in ("blocked", "tree"):
         add_reduce(sdfg, st, out_name(ops[0], impl, "plain"), ops[0], impl, layout, False, block_size=64,
                    tree_block=16)
+    for op in [o for o in ops if o in ("sum", "prod")]:  # lanes: vector path (8, 4 lanes), generic (3 lanes)
+        for lanes in (8, 4, 3):
+            add_reduce(sdfg, st, out_name(op, "lanes", "plain") + f"_L{lanes}", op, "lanes", layout, False, lanes=lanes)
     for op in [o for o in ops if o in SELECT]:  # the unmasked fast paths (no "idx < 0" test), both directions
         for impl in ("blocked", "kvector"):
             add_reduce(sdfg, st, out_name(op, impl, "plain"), op, impl, layout, False, block_size=64)
@@ -97,18 +101,12 @@ def run(compiled, x, m, lev):
 
 def check(outs, x, m, lev):
     for name, got in outs.items():
-        _, op, impl, variant, *rev = name.split("_")
+        _, op, impl, variant, *tags = name.split("_")
         mm, ll = (m, lev) if variant == "masked" else (None, None)
+        lanes = next((int(t[1:]) for t in tags if t.startswith("L")), 8)
         if impl == "lanes":
-            want = R.column_reduce(x, op, -1, mm, ll, order="sequential")
-            if got.dtype.kind == "f":
-                tol = 1e-4 if got.dtype == np.float32 else 1e-10
-                np.testing.assert_allclose(got, want, rtol=tol, atol=tol * max(1.0, np.nanmax(np.abs(x), initial=0)),
-                                           err_msg=name)
-            else:
-                np.testing.assert_array_equal(got, want, err_msg=name)
-            continue
-        if rev:
+            want = R.column_reduce(x, op, -1, mm, ll, order="lanes", lanes=lanes)
+        elif "rev" in tags:
             want = R.column_fold(x, op, -1, mm, ll, reverse=True)
         else:
             want = R.column_reduce(x, op, -1, mm, ll, order=EXACT[impl])
@@ -179,6 +177,23 @@ def test_tree_is_order_free_for_selection_ops():
             assert bitwise_equal(a, b), op
 
 
+def test_lanes_reference():
+    """order="lanes": one lane is the sequential fold; lanes are folded in lane order; only sum/prod
+    depend on it; a hand-written 3-lane sum of one column."""
+    x, m, lev = data(np.random.default_rng(4), 40, 23, np.float64, special=True)
+    for op in OPS:
+        a = R.column_reduce(x, op, -1, m, lev, order="lanes", lanes=1 if op in ("sum", "prod") else 5)
+        assert bitwise_equal(a, R.column_fold(x, op, -1, m, lev)), op
+    col = np.random.default_rng(5).standard_normal(8)
+    lane = [-0.0, -0.0, -0.0]
+    for k, v in enumerate(col):
+        lane[k % 3] = lane[k % 3] + v
+    want = (lane[0] + lane[1]) + lane[2]
+    assert bitwise_equal(R.column_reduce(col[None], "sum", order="lanes", lanes=3), np.array([want]))
+    with pytest.raises(ValueError, match="lanes must be >= 1"):
+        R.column_reduce(col[None], "sum", order="lanes", lanes=0)
+
+
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("nlev", [7, 90])
 def test_special_values_without_nan(compiled, nlev):
@@ -208,7 +223,9 @@ def test_auto_choice(layout, op, want):
     sdfg, st = base_sdfg(f"auto_{layout}", layout, np.float64)
     node = add_reduce(sdfg, st, "o", op, "auto", layout, False)
     assert node.choose_implementation(st) == want
-    node.reproducibility = "replay"  # lanes is not faster than the exact choice: still exact
+    node.reproducibility = "replay"  # lanes' vector path (K-contiguous sum) beats the exact choice
+    assert node.choose_implementation(st) == ("lanes" if (layout, op) == ("kcontig", "sum") else want)
+    node.lanes = 6  # no vector path: the exact choice again
     assert node.choose_implementation(st) == want
     masked = add_reduce(sdfg, st, "om", op, "auto", layout, True)  # kvector's fast path needs no mask
     assert masked.choose_implementation(st) == ("blocked" if layout == "cellcontig" else "sequential")

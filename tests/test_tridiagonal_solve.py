@@ -6,6 +6,9 @@ with the reference loop (and therefore with each other); every output is compare
 ``scipy.linalg.solve_banded`` within a tolerance.
 """
 
+import subprocess
+from pathlib import Path
+
 import dace
 import numpy as np
 import pytest
@@ -330,20 +333,22 @@ def test_gpu_codegen(impl, kernels, layout, tmp_path):
         nvcc_compile(code, tmp_path)
 
 
-def _cusparse_header() -> bool:
-    import glob
-    import os
-    roots = [os.environ.get("CUDA_HOME", ""), *glob.glob("/usr/local/cuda*")]
-    return any(os.path.isfile(os.path.join(r, "include", "cusparse.h")) for r in roots if r)
-
-
 @pytest.mark.gpu
 @pytest.mark.slow
-def test_cusparse_nvcc_build():
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_cusparse_build(layout):
+    """The whole CUDA build (host + device code, linked against cuSPARSE) of both batched calls. The
+    ``test`` extra installs the ``nvidia-cusparse`` wheel, so this runs wherever nvcc is."""
     import shutil
-    if shutil.which("nvcc") is None or not _cusparse_header():
-        pytest.skip("nvcc or the cuSPARSE headers are absent: the cusparse expansion is code-generated only")
-    sdfg = _one_node("test_tridiagonal_cusparse_build", "cusparse", "cell", gpu=True)
+
+    from sdfg_scan.expansions.environments import cusparse_available
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not on PATH: the cusparse expansion is code-generated only")
+    if not cusparse_available():
+        pytest.skip("no cuSPARSE (CUDA toolkit or the nvidia-cusparse wheel of the test extra)")
+    sdfg = _one_node(f"test_tridiagonal_cusparse_build_{layout}", "cusparse", layout, gpu=True)
     sdfg.expand_library_nodes()
     with dace.config.set_temporary("compiler", "cuda", "backend", value="cuda"):
         sdfg.compile(return_program_handle=False)
+    lib = Path(sdfg.build_folder, "build", f"lib{sdfg.name}.so")
+    assert "libcusparse" in subprocess.run(["ldd", str(lib)], capture_output=True, text=True).stdout

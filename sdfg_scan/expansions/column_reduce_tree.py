@@ -228,12 +228,47 @@ for (int c = 0; c < nc; ++c) {blk.col('_out', 'c')} = sp ? {out} : {empty};
     return _tasklet_map(node, state, f"{node.label}_tree", cell_axis, block, code)
 
 
+def _lanes_fast(node, blk: _Block, lanes: int) -> str | None:
+    """C++ of the CPU ``lanes`` fast path for unmasked float sum/prod with unit K stride and a power of
+    two ``lanes`` (``None`` otherwise): the column's partial results are one GCC/Clang vector of
+    ``lanes`` elements, level ``k`` lands in element ``k % lanes`` (vector loads, one add per
+    ``lanes`` levels), the tail levels go to elements 0, 1, ..., and the elements fold in lane order:
+    the same operations, in the same order, as the generic loop."""
+    x = blk.x
+    npdt = x.dtype.as_numpy_dtype()
+    k_stride = x.strides[blk.axis]
+    if (node.op not in ("sum", "prod") or node.has_mask or node.has_levels or not np.issubdtype(npdt, np.floating)
+            or npdt.itemsize not in (4, 8) or lanes < 2 or lanes > 16 or lanes & (lanes - 1)
+            or dace.symbolic.issymbolic(k_stride) or k_stride != 1):
+        return None
+    vt, opc = x.dtype.ctype, ("+" if node.op == "sum" else "*")
+    ident = cpp_literal(reduce_identity(node.op, npdt), x.dtype)
+    return f"""
+typedef {vt} vl_ __attribute__((vector_size({lanes * npdt.itemsize})));
+const {vt}* __restrict__ p = p_in;  // the column's window, unit K stride
+vl_ a;
+for (int l = 0; l < {lanes}; ++l) a[l] = {ident};
+int k = 0;
+for (; k + {lanes} <= nk; k += {lanes}) {{ vl_ v; __builtin_memcpy(&v, p + k, sizeof(v)); a = a {opc} v; }}
+{vt} t[{lanes}];  // scalar tail and lane-order fold on a copy (element access would spill the vector)
+__builtin_memcpy(t, &a, sizeof(a));
+for (int l = 0; k < nk; ++k, ++l) t[l] = t[l] {opc} p[k];
+{vt} r = t[0];
+for (int l = 1; l < {lanes}; ++l) r = r {opc} t[l];
+{blk.col('_out', '0')} = r;
+(void)nc;
+"""
+
+
 def build_lanes(node, state: dace.SDFGState, lanes: int) -> dace.SDFG:
     """The ``lanes`` expansion (module docstring): one column per map iteration."""
     x = node.operand(state, "_in")
     axis = node.resolved_axis(len(x.shape))
     cell_axis = [d for d in range(len(x.shape)) if d != axis][-1]
     blk = _Block(node, state, cell_axis)
+    fast = _lanes_fast(node, blk, lanes) if node.target(state) == "cpu" else None
+    if fast is not None:
+        return _tasklet_map(node, state, f"{node.label}_lanes", cell_axis, 1, fast)
     vt, ident, _valid, value, arg, combine = _code_parts(node, blk)
     value = value.replace("[(c) *", "[(0) *")
     valid = _valid.replace("[(c) *", "[(0) *")

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import dace
 from dace import dtypes
-from dace.libraries.sparse.environments.cusparse import cuSPARSE
 
+from sdfg_scan.expansions.environments import CuSparse
 from sdfg_scan.nodes.base import ColumnNode, Operand
 
 PREFIX = {dace.float32: "S", dace.float64: "D"}
@@ -80,7 +80,7 @@ def build_cusparse(node: ColumnNode, state: dace.SDFGState, dtype: dace.typeclas
     nk = dace.symbolic.symstr(ops[0].shape[axis])
     pitch = {op.connector: dace.symbolic.symstr(_batch_stride(op, axis)) for op in ops}
     p = PREFIX[dtype]
-    lines = [cuSPARSE.handle_setup_code(node),
+    lines = [CuSparse.handle_setup_code(node),
              f"using T = {dtype.ctype};",
              "cudaStream_t _stream = __dace_current_stream;",
              f"const int _m = {nk};",

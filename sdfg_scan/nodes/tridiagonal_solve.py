@@ -8,8 +8,8 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfg_scan.expansions import declare
-from sdfg_scan.expansions.cusparse_gtsv import build_cusparse, cuSPARSE
-from sdfg_scan.expansions.environments import ExactArithmetic
+from sdfg_scan.expansions.cusparse_gtsv import build_cusparse
+from sdfg_scan.expansions.environments import CuSparse, ExactArithmetic
 from sdfg_scan.expansions.pcr import build_pcr
 from sdfg_scan.expansions.thomas import (
     SweepKernel,
@@ -123,7 +123,7 @@ class ExpandTridiagonalCuSPARSE(ExpandTransformation):
     the algorithm is NVIDIA's and may change between library versions.
     """
 
-    environments = [cuSPARSE]
+    environments = [CuSparse]
 
     @staticmethod
     def expansion(node, parent_state, parent_sdfg):
