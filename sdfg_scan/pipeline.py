@@ -16,7 +16,11 @@ available is skipped and named in the report):
    not fused with others: their loop ranges differ); then ``ScanToCumulative`` replaces a map
    whose scan is a plain cumulative sum by one N-d ``CumulativeScan`` (counted as
    ``scans_specialised``; such scans are no longer ``Scan`` nodes, so they leave ``scans_after``);
-4. for ``target="gpu"`` apply DaCe's GPU transformation; choose one implementation per sdfg_scan
+4. for ``target="cpu"``: ``ScanLoopInterchange`` on every lifted scan whose map walks
+   cell-contiguous fields (:func:`~sdfg_scan.transformations.scan_loop_interchange.profitable`):
+   the scan is put back as a nested SDFG and its k-loop moved outside the map (counted as
+   ``scans_interchanged``; they are reported with implementation ``levels_outside``);
+5. for ``target="gpu"`` apply DaCe's GPU transformation; choose one implementation per sdfg_scan
    node (:func:`sdfg_scan.select.select_expansions`) honouring the reproducibility class.
 
 Counts in the report: copies removed and carry slots rewritten are the canonicalisers'
@@ -37,6 +41,7 @@ from sdfg_scan.scan_structure import NotAScan, analyze_scan, find_scans
 CANONICALISE = ("RemoveScanSelfCopies", "DeadCarryElimination", "PeelBoundaryLevels")
 RESTRUCTURE = ("ScanFusion", "ScanFission")
 SPECIALISE = ("ScanToCumulative",)
+INTERCHANGE = "ScanLoopInterchange"
 TARGETS = ("cpu", "gpu")
 
 
@@ -75,6 +80,7 @@ class OptimizeReport:
     scans_split: int = 0
     outputs_in_place: int = 0
     scans_specialised: int = 0
+    scans_interchanged: int = 0
 
     def table(self) -> str:
         rows = [f"target={self.target} reproducibility={self.reproducibility} scans {self.scans_before} -> "
@@ -82,7 +88,7 @@ class OptimizeReport:
                 f"lifted {self.scans_lifted}, copies removed {self.copies_removed}, carry slots removed "
                 f"{self.carries_removed} / demoted {self.carries_demoted}, branches peeled {self.branches_peeled}, "
                 f"scans fused {self.scans_fused} / split {self.scans_split}, outputs in place {self.outputs_in_place}, "
-                f"specialised {self.scans_specialised}",
+                f"specialised {self.scans_specialised}, interchanged {self.scans_interchanged}",
                 f"{'scan':24} {'dir':8} {'levels':28} lifted copies- carries peeled impl (class)"]
         for s in self.scans:
             rows.append(f"{s.label[:24]:24} {s.direction:8} {s.levels[:28]:28} {str(s.lifted):6} "
@@ -133,6 +139,32 @@ def _canonicalise_body(node, report: OptimizeReport) -> tuple[int, int, int, int
     gone = set(before.carries) - set(after.carries)
     removed = sum(1 for c in gone if before.carries[c].kind == "unused")
     return copies, removed, max(slots - removed, 0), max(0, len(before.branches) - len(after.branches))
+
+
+def _interchange(sdfg: dace.SDFG, report: OptimizeReport) -> int:
+    """Expand each profitable lifted scan back to its nested SDFG and interchange its map and k-loop."""
+    from dace.sdfg import nodes
+
+
+    cls = _transformation(INTERCHANGE)
+    if cls is None:
+        report.skipped.append(INTERCHANGE)
+        return 0
+    from sdfg_scan.transformations.scan_loop_interchange import profitable
+
+    done = 0
+    for node, state in _scan_nodes(sdfg):
+        me = state.entry_node(node)
+        if node.columns != "single" or not isinstance(me, nodes.MapEntry) or not profitable(state, me, node):
+            continue
+        node.implementation = "sequential"
+        node.expand(state.sdfg, state)
+        nsdfg = next(n for n in state.scope_children()[me] if isinstance(n, nodes.NestedSDFG))
+        if cls.can_be_applied_to(state.sdfg, map_entry=me, nsdfg=nsdfg):
+            cls.apply_to(state.sdfg, map_entry=me, nsdfg=nsdfg, verify=False, save=False)
+            done += 1
+    report.applied[INTERCHANGE] = done
+    return done
 
 
 def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact",
@@ -191,13 +223,17 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     report.scans_split = len(_scan_nodes(sdfg)) - split_nodes
     for name in SPECIALISE:
         report.scans_specialised += _apply(sdfg, name, report)
-    # 4. select
+    # 4. levels outside the maps (CPU, cell-contiguous fields)
+    if target == "cpu":
+        report.scans_interchanged = _interchange(sdfg, report)
+    # 5. select
     if target == "gpu":
         sdfg.apply_gpu_transformations()
     sdfg.validate()
     choices = {c.node: c for c in select_expansions(sdfg, reproducibility)}
     after = find_scans(sdfg)
     report.scans_after = len(after)
+    from sdfg_scan.transformations.scan_loop_interchange import LEVEL  # an interchanged scan's one-level body
     for site in after:
         s = site.structure
         r = ScanReport(site.node.label, s.direction, f"[{s.start}, {s.stop})", lifted=isinstance(site.node, Scan))
@@ -206,6 +242,8 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         c, rm, dm, b = stats.get(id(site.node), (0, 0, 0, 0))
         r.copies_removed, r.branches_peeled = c, b
         r.carries_before = r.carries_after + rm + dm
+        if LEVEL in s.loop.loop_condition.as_string:
+            r.implementation, r.reproducibility = "levels_outside", "exact"
         if isinstance(site.node, Scan):
             r.implementation = site.node.implementation
             ch = choices.get(site.node.label)

@@ -15,14 +15,20 @@ from sdfg_scan.nodes.scan import Scan
 
 # form -> report counts that must hold (lifted, copies removed, carry slots demoted, branches peeled)
 EXPECTED = {
-    "graupel_run.opt_nohooks": dict(scans_lifted=1, copies_removed=4, carries_demoted=2, branches_peeled=0),
-    "graupel_run_dyn.opt_nohooks": dict(scans_lifted=1, copies_removed=4, carries_demoted=2, branches_peeled=0),
+    "graupel_run.opt_nohooks": dict(scans_lifted=1, copies_removed=4, carries_demoted=2, branches_peeled=0,
+                                    scans_interchanged=0),   # 100 cells: below MIN_CELLS
+    "graupel_run_dyn.opt_nohooks": dict(scans_lifted=1, copies_removed=4, carries_demoted=2, branches_peeled=0,
+                                        scans_interchanged=1),
     "graupel_run.lowered": dict(scans_lifted=1, copies_removed=4, carries_demoted=2, branches_peeled=0),
     "graupel_run_dyn.lowered": dict(scans_lifted=1, copies_removed=4, carries_demoted=2, branches_peeled=0),
     "diagnose_pressure.opt": dict(scans_lifted=1, branches_peeled=2),
     "diagnose_pressure.lowered": dict(scans_lifted=1, branches_peeled=2),
     "minimal_cumsum_k.opt": dict(scans_lifted=1, scans_specialised=1),
     "minimal_cumsum_k.lowered": dict(scans_lifted=1, scans_specialised=1),
+    # cell-contiguous fields (opt forms): the k-loop moves outside the map; K-contiguous temporaries: it stays
+    "solve_tridiagonal_matrix_for_w_forward_sweep.opt": dict(scans_lifted=1, scans_interchanged=1),
+    "solve_tridiagonal_matrix_for_w_back_substitution.opt": dict(scans_lifted=1, scans_interchanged=1),
+    "solve_tridiagonal_matrix_for_w_back_substitution.lowered": dict(scans_lifted=1, scans_interchanged=0),
 }
 
 # what icon4py's graupel driver aliases (fx.inputs aliases the same buffers); refused on the dyn form
@@ -43,7 +49,9 @@ def _optimized(form: str):
     for key, value in EXPECTED.get(form, {}).items():
         assert getattr(report, key) == value, (form, key, getattr(report, key))
     scans = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Scan)]
-    assert (scans or report.scans_specialised) and all(s.implementation == "sequential" for s in scans)
+    assert scans or report.scans_specialised or report.scans_interchanged
+    assert all(s.implementation == "sequential" for s in scans)
+    print(f"{form}: interchanged {report.scans_interchanged}")
     return sdfg
 
 

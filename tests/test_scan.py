@@ -59,10 +59,13 @@ def _program(reverse: bool, emit: str, dtype, name: str, strided: bool = True) -
 _COMPILED: dict = {}
 
 
-def compiled(reverse, emit, dtype):
-    key = (reverse, emit, np.dtype(dtype).name)
+def compiled(reverse, emit, dtype, impl="auto"):
+    key = (reverse, emit, np.dtype(dtype).name, impl)
     if key not in _COMPILED:
         sdfg = _program(reverse, emit, dtype, "scan_" + "_".join(map(str, key)))
+        for n, _ in sdfg.all_nodes_recursive():
+            if isinstance(n, Scan):
+                n.implementation = impl
         sdfg.validate()
         _COMPILED[key] = (sdfg, sdfg.compile())
     return _COMPILED[key][1]
@@ -110,6 +113,36 @@ def test_scan_matches_reference_bitwise(reverse, emit, dtype):
             want = expected(a, b, i0, reverse, emit)
             for order in ("C", "F"):  # K-contiguous, cell-contiguous
                 _same(run(csdfg, a, b, i0, emit, order), want)
+
+
+LEVELS_OUTSIDE = [(False, "inclusive", np.float64), (True, "exclusive", np.float64),
+                  (False, "include_initial", np.float64), (True, "inclusive", np.float32)]
+
+
+@pytest.mark.parametrize("reverse,emit,dtype", LEVELS_OUTSIDE,
+                         ids=[f"{'bwd' if r else 'fwd'}-{e}-{np.dtype(d).name}" for r, e, d in LEVELS_OUTSIDE])
+def test_levels_outside_matches_reference_bitwise(reverse, emit, dtype):
+    """The level loop outside the map over columns (ScanLoopInterchange inside the expansion)."""
+    csdfg = compiled(reverse, emit, dtype, "levels_outside")
+    rng = np.random.default_rng(2)
+    for nlev in (1, 2, 65):
+        for ncol in (1, 7, 1000):
+            a = rng.uniform(0.5, 1.0, (ncol, nlev)).astype(dtype)
+            b = rng.uniform(-1.0, 1.0, (ncol, nlev)).astype(dtype)
+            i0 = rng.uniform(-1.0, 1.0, ncol).astype(dtype)
+            want = expected(a, b, i0, reverse, emit)
+            for order in ("C", "F"):
+                _same(run(csdfg, a, b, i0, emit, order), want)
+
+
+def test_auto_picks_levels_outside_for_cell_contiguous_data():
+    sdfg = _program(False, "inclusive", np.float64, "scan_auto_choice", strided=False)
+    node, state = next((n, st) for n, st in sdfg.all_nodes_recursive() if isinstance(n, Scan))
+    assert node.choose_implementation(state) == "sequential"      # [N, K] C order: K-contiguous
+    for arr in ("a", "b", "c0", "c1", "y"):
+        d = sdfg.arrays[arr]
+        d.strides = (1, d.shape[0])
+    assert node.choose_implementation(state) == "levels_outside"
 
 
 @settings(max_examples=25, deadline=None)

@@ -33,3 +33,8 @@ __all__.append("ScanOutputsInPlace")
 from sdfg_scan.transformations.scan_to_cumulative import ScanToCumulative  # noqa: E402,F401
 
 __all__.append("ScanToCumulative")
+
+
+from sdfg_scan.transformations.scan_loop_interchange import ScanLoopInterchange  # noqa: E402,F401
+
+__all__.append("ScanLoopInterchange")

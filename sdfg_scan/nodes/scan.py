@@ -115,8 +115,34 @@ class ExpandScanSequential(ExpandTransformation):
 
 
 @dace.library.expansion
+@declare(targets=("cpu",), reproducibility="exact")
+class ExpandScanLevelsOutside(ExpandTransformation):
+    """``columns="map"`` only: the ``sequential`` map over columns with ``ScanLoopInterchange``
+    applied: the level loop outside, per level a parallel map over all columns running the body's
+    loop blocks once (carries in per-column arrays). Unit-stride level rows on cell-contiguous data;
+    bitwise the ``sequential`` result."""
+
+    environments = [ExactArithmetic]
+
+    @staticmethod
+    def expansion(node, parent_state, parent_sdfg):
+        from sdfg_scan.transformations.scan_loop_interchange import interchange_single_map
+
+        node.validate(parent_sdfg, parent_state)
+        if node.columns != "map":
+            raise node.error("the 'levels_outside' expansion needs columns='map' (a lifted gt4py scan sits in the "
+                             "caller's map: use sdfg_scan.optimize or ScanLoopInterchange on the expanded SDFG)")
+        outer = _mapped_columns(node, parent_state)
+        reason = interchange_single_map(outer)
+        if reason is not None:
+            raise node.error(f"the 'levels_outside' expansion cannot move the level loop out: {reason}; "
+                             "use 'sequential'")
+        return outer
+
+
+@dace.library.expansion
 class ExpandScanAuto(AutoExpansion):
-    """Resolves to ``sequential`` (the only expansion of a general body)."""
+    """See :meth:`Scan.choose_implementation`."""
 
 
 @dace.library.node
@@ -147,15 +173,19 @@ class Scan(ColumnNode):
     have shape ``(_nk,)`` (``(_nk + 1,)`` for ``include_initial``) and stride ``_st_<connector>``,
     K-less ones are scalars.
 
-    ==============  =========  =============  ==================================================
-    implementation  targets    reproducible   schedule
-    ==============  =========  =============  ==================================================
-    ``sequential``  cpu, gpu   exact          the body per column (map iteration / GPU thread)
-    ``auto``        cpu, gpu   exact          ``sequential``
-    ==============  =========  =============  ==================================================
+    ==================  =========  =========  ==============================================
+    implementation      targets    class      schedule
+    ==================  =========  =========  ==============================================
+    ``sequential``      cpu, gpu   exact      the body per column (map iteration / GPU thread)
+    ``levels_outside``  cpu        exact      ``columns="map"``: level loop outside, per level a map over
+                                              all columns (``ScanLoopInterchange``); cell-contiguous data
+    ``auto``            cpu, gpu   exact      ``levels_outside`` for cell-contiguous CPU data, else
+                                              ``sequential``
+    ==================  =========  =========  ==============================================
     """
 
-    implementations = {"sequential": ExpandScanSequential, "auto": ExpandScanAuto}
+    implementations = {"sequential": ExpandScanSequential, "levels_outside": ExpandScanLevelsOutside,
+                       "auto": ExpandScanAuto}
     default_implementation = "auto"
 
     body = SDFGReferenceProperty(desc="column SDFG: entry copies, LoopRegion over the levels, exit states",
@@ -217,6 +247,24 @@ class Scan(ColumnNode):
                 shape0 = self.body.arrays[c].shape[0]
                 return n - (symbolic.pystr_to_symbolic(str(shape0)) - dace.symbol(LEVELS))
         raise self.error("no per-level connector; a columns='map' scan needs at least one array with the axis")
+
+    def choose_implementation(self, state):
+        """CPU, ``columns="map"``, every per-level operand unit-stride along its last column axis:
+        ``levels_outside``; otherwise ``sequential``."""
+        cands = self.candidates(state)
+        if self.target(state) == "cpu" and self.columns == "map" and "levels_outside" in cands:
+            conns = [c for c in list(self.in_connectors) + list(self.out_connectors)
+                     if self.has_edge(state, c) and not isinstance(self.body.arrays[c], dace.data.Scalar)]
+            unit = True
+            for c in conns:
+                op = self.operand(state, c)
+                axis = self.resolved_axis(len(op.shape))
+                cols = [d for d in range(len(op.shape)) if d != axis]
+                stride = op.strides[cols[-1]] if cols else 0
+                unit &= not symbolic.issymbolic(stride) and stride == 1
+            if conns and unit:
+                return "levels_outside"
+        return "sequential" if "sequential" in cands else super().choose_implementation(state)
 
     # -- validation -------------------------------------------------------------------------------
     def validate(self, sdfg, state):
@@ -290,4 +338,5 @@ class Scan(ColumnNode):
                                  f"{tuple(colshape)} (the operand shape without axis {axis}) or a scalar")
 
 
-__all__ = ["COLUMNS", "LEVELS", "ExpandScanAuto", "ExpandScanSequential", "Scan", "stride_symbol"]
+__all__ = ["COLUMNS", "LEVELS", "ExpandScanAuto", "ExpandScanLevelsOutside", "ExpandScanSequential", "Scan",
+           "stride_symbol"]

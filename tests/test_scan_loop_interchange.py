@@ -1,0 +1,158 @@
+"""ScanLoopInterchange: map over columns + column k-loop -> k-loop + maps over columns.
+
+Hand-built columns (``hand_columns.column``, wrapped in a map over ``N`` columns) and icon4py
+fixtures are compiled before and after and compared bitwise; every guard of ``can_be_applied`` has a
+"does not apply" case that checks the SDFG is left untouched.
+"""
+
+from __future__ import annotations
+
+import json
+
+import dace
+import icon4py_fixtures as fx
+import numpy as np
+import pytest
+from hand_columns import column
+from sdfg_scan.transformations import ScanLoopInterchange
+from sdfg_scan.transformations.scan_loop_interchange import LEVEL, MIN_CELLS, cell_contiguous, profitable
+
+N = dace.symbol("N", dace.int32)
+K = dace.symbol("K", dace.int32)
+
+
+def mapped(col: dace.SDFG, name: str, schedule=dace.ScheduleType.Default, extra_output=False, wcr=False,
+           nested_map=False) -> dace.SDFG:
+    """``col`` (one column) called once per cell ``i`` of a map; fields [N, K] (K-contiguous)."""
+    sdfg = dace.SDFG(name)
+    sdfg.using_explicit_control_flow = True
+    for a in ("x", "out", "aux"):
+        sdfg.add_array(a, [N, K], dace.float64)
+    for a in ("last", "last2", "init", "side"):
+        sdfg.add_array(a, [N], dace.float64)
+    st = sdfg.add_state("columns")
+    outer = None
+    if nested_map:
+        outer = st.add_map("outer", {"j": "0:1"})
+    me, mx = st.add_map("cells", {"i": "0:N"}, schedule=schedule)
+    node = st.add_nested_sdfg(col, {"x", "init"}, {"out", "aux", "last", "last2"}, symbol_mapping={"K": K})
+    ins = {"x": "x[i, 0:K]", "init": "init[i]"}
+    outs = {"out": "out[i, 0:K]", "aux": "aux[i, 0:K]", "last": "last[i]", "last2": "last2[i]"}
+    for conn, sub in ins.items():
+        path = [st.add_read(conn)] + ([outer[0]] if outer else []) + [me, node]
+        st.add_memlet_path(*path, dst_conn=conn, memlet=dace.Memlet(sub))
+    for conn, sub in outs.items():
+        mem = dace.Memlet(sub, wcr="lambda a, b: a + b" if wcr and conn == "last" else None)
+        path = [node, mx] + ([outer[1]] if outer else []) + [st.add_write(conn)]
+        st.add_memlet_path(*path, src_conn=conn, memlet=mem)
+    if extra_output:  # a second computation in the map scope writing its own output
+        t = st.add_tasklet("side", {"a": None}, {"b": None}, "b = a")
+        st.add_memlet_path(st.add_read("init"), me, t, dst_conn="a", memlet=dace.Memlet("init[i]"))
+        st.add_memlet_path(t, mx, st.add_write("side"), src_conn="b", memlet=dace.Memlet("side[i]"))
+    return sdfg
+
+
+def inputs(ncol: int, nlev: int, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    return dict(x=rng.uniform(0.0, 1.0, (ncol, nlev)), out=np.full((ncol, nlev), -7.0),
+                aux=np.full((ncol, nlev), -3.0), last=np.full(ncol, -5.0), last2=np.full(ncol, -6.0),
+                init=rng.uniform(0.0, 1.0, ncol), side=np.zeros(ncol), N=ncol, K=nlev)
+
+
+def run(csdfg, kw: dict) -> dict:
+    args = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in kw.items()}
+    csdfg(**args)
+    return {k: v for k, v in args.items() if isinstance(v, np.ndarray)}
+
+
+def interchange(sdfg: dace.SDFG) -> int:
+    return sdfg.apply_transformations_repeated(ScanLoopInterchange)
+
+
+COLUMNS = {
+    "forward": dict(),
+    "backward": dict(backward=True),
+    "flag_branch": dict(flag_conditional=True, extra="delay_line", extra_read_after=True),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(COLUMNS))
+def compiled_pair(request):
+    col = lambda: column(f"col_{request.param}", **COLUMNS[request.param])  # noqa: E731
+    base = mapped(col(), f"test_ix_base_{request.param}")
+    new = mapped(col(), f"test_ix_new_{request.param}")
+    assert interchange(new) == 1
+    new.validate()
+    return base.compile(), new.compile(), new
+
+
+@pytest.mark.parametrize("ncol,nlev", [(7, 9), (5, 1), (3, 2), (1, 65), (0, 4)])
+def test_bitwise(compiled_pair, ncol, nlev):
+    base, new, _ = compiled_pair
+    kw = inputs(ncol, nlev, seed=ncol * 100 + nlev)
+    a, b = run(base, kw), run(new, kw)
+    for k in a:
+        assert np.array_equal(a[k].view(np.uint64), b[k].view(np.uint64)), k
+
+
+def test_structure(compiled_pair):
+    *_, new = compiled_pair
+    outer = next(n for n, _ in new.all_nodes_recursive() if isinstance(n, dace.nodes.NestedSDFG))
+    loops = [r for r in outer.sdfg.all_control_flow_regions() if isinstance(r, dace.sdfg.state.LoopRegion)]
+    assert [loop.loop_variable for loop in loops] == [LEVEL]
+    assert not [n for n in new.states()[0].nodes() if isinstance(n, dace.nodes.MapEntry)]
+    carries = {name for name, d in outer.sdfg.arrays.items() if d.transient and name.startswith("_carry_")}
+    assert {"_carry_c", "_carry_f"} <= carries        # the carry and the first-level flag
+
+
+@pytest.mark.parametrize("case", ["gpu_schedule", "nested_map", "extra_output", "wcr", "var_used_after",
+                                  "not_a_loop", "second_application"])
+def test_does_not_apply(case):
+    kw = {"var_used_after": dict(var_used_after=True), "not_a_loop": dict(in_loop=False)}.get(case, {})
+    col = column(f"col_refuse_{case}", **kw)
+    opts = {"gpu_schedule": dict(schedule=dace.ScheduleType.GPU_Device), "nested_map": dict(nested_map=True),
+            "extra_output": dict(extra_output=True), "wcr": dict(wcr=True)}.get(case, {})
+    sdfg = mapped(col, f"test_ix_refuse_{case}", **opts)
+    if case == "second_application":
+        assert interchange(sdfg) == 1
+    before = json.dumps(sdfg.to_json(), sort_keys=True, default=str)
+    assert interchange(sdfg) == 0
+    assert json.dumps(sdfg.to_json(), sort_keys=True, default=str) == before
+
+
+def test_apply_refused_match_raises():
+    sdfg = mapped(column("col_raise", var_used_after=True), "test_ix_raise")
+    st = sdfg.states()[0]
+    me = next(n for n in st.nodes() if isinstance(n, dace.nodes.MapEntry))
+    nsdfg = next(n for n in st.nodes() if isinstance(n, dace.nodes.NestedSDFG))
+    xform = ScanLoopInterchange()
+    xform.setup_match(sdfg, sdfg.cfg_id, sdfg.node_id(st), {ScanLoopInterchange.map_entry: st.node_id(me),
+                                                           ScanLoopInterchange.nsdfg: st.node_id(nsdfg)}, 0)
+    with pytest.raises(ValueError, match="map 'cells' around nested SDFG .* cannot be interchanged"):
+        xform.apply(st, sdfg)
+
+
+def test_profitability():
+    sdfg = mapped(column("col_profit"), "test_ix_profit")
+    st = sdfg.states()[0]
+    me = next(n for n in st.nodes() if isinstance(n, dace.nodes.MapEntry))
+    nsdfg = next(n for n in st.nodes() if isinstance(n, dace.nodes.NestedSDFG))
+    assert not cell_contiguous(st, me, nsdfg)          # [N, K] C order: cells are K apart
+    for a in ("x", "out", "aux"):
+        sdfg.arrays[a].strides = (1, N)
+    assert cell_contiguous(st, me, nsdfg) and profitable(st, me, nsdfg)
+    me.map.range = dace.subsets.Range([(0, MIN_CELLS - 2, 1)])
+    assert not profitable(st, me, nsdfg)                # small constant domain
+
+
+# -- icon4py fixtures ------------------------------------------------------------------------------
+
+@pytest.mark.fixtures
+@pytest.mark.parametrize("form", ["diagnose_pressure.opt", "solve_tridiagonal_matrix_for_w_back_substitution.opt"])
+def test_fixture_bitwise(form):
+    fx.require()
+    base, new = fx.load(form), fx.load(form)
+    assert interchange(new) == 1
+    new.validate()
+    kw = fx.inputs(form, base)
+    fx.assert_bitwise_equal(fx.run(form, base, kw), fx.run(form + ".interchanged", new, kw))
