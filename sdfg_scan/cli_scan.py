@@ -27,6 +27,13 @@ def _applicable(site) -> list[str]:
         out.append("DeadCarryElimination")
     if s.branches:
         out.append("PeelBoundaryLevels")
+    from dace.sdfg import nodes
+
+    from sdfg_scan.transformations.scan_loop_interchange import can_interchange, profitable
+    me = site.state.entry_node(site.node)
+    if isinstance(site.node, nodes.NestedSDFG) and isinstance(me, nodes.MapEntry) \
+            and can_interchange(site.state, me, site.node):
+        out.append("ScanLoopInterchange" + ("" if profitable(site.state, me, site.node) else " (not profitable here)"))
     return out
 
 

@@ -30,6 +30,7 @@ def test_inspect_and_optimize_cli(tmp_path, capsys):
     assert main(["inspect", str(src)]) == 0
     out = capsys.readouterr().out
     assert "1 scan(s)" in out and "recurrent" in out and "applicable: LiftScans" in out
+    assert "ScanLoopInterchange (not profitable here)" in out   # K-contiguous fields
     assert main(["optimize", str(src), "-o", str(src)]) == 2
     assert "refusing to overwrite" in capsys.readouterr().err
     dst = tmp_path / "o.sdfg"

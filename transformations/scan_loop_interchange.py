@@ -75,7 +75,7 @@ class ScanLoopInterchange(xf.SingleStateTransformation):
         return [sdutil.node_path_graph(cls.map_entry, cls.nsdfg)]
 
     def can_be_applied(self, graph: SDFGState, expr_index: int, sdfg: SDFG, permissive: bool = False) -> bool:
-        return _plan(graph, self.map_entry, self.nsdfg) is not None
+        return can_interchange(graph, self.map_entry, self.nsdfg)
 
     def apply(self, graph: SDFGState, sdfg: SDFG):
         plan = _plan(graph, self.map_entry, self.nsdfg)
@@ -381,6 +381,11 @@ def _interchange(state: SDFGState, nsdfg: nodes.NestedSDFG, plan: _Plan) -> node
     return new
 
 
+def can_interchange(state: SDFGState, me: nodes.MapEntry, nsdfg: nodes.NestedSDFG) -> bool:
+    """Whether ``ScanLoopInterchange`` applies to this map and nested column SDFG (its legality checks)."""
+    return _plan(state, me, nsdfg) is not None
+
+
 def interchange_single_map(sdfg: SDFG) -> str | None:
     """Interchange the one map + column scan of a one-state SDFG (``Scan``'s ``levels_outside``
     expansion); returns ``None`` when done, else why not."""
@@ -431,4 +436,4 @@ def cell_contiguous(state: SDFGState, me: nodes.MapEntry, nsdfg: nodes.Node) -> 
     return True
 
 
-__all__ = ["LEVEL", "MIN_CELLS", "ScanLoopInterchange", "cell_contiguous", "interchange_single_map", "profitable"]
+__all__ = ["LEVEL", "MIN_CELLS", "ScanLoopInterchange", "can_interchange", "cell_contiguous", "interchange_single_map", "profitable"]
