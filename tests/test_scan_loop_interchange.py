@@ -22,7 +22,7 @@ K = dace.symbol("K", dace.int32)
 
 
 def mapped(col: dace.SDFG, name: str, schedule=dace.ScheduleType.Default, extra_output=False, wcr=False,
-           nested_map=False) -> dace.SDFG:
+           nested_map=False, ordering_edge=False) -> dace.SDFG:
     """``col`` (one column) called once per cell ``i`` of a map; fields [N, K] (K-contiguous)."""
     sdfg = dace.SDFG(name)
     sdfg.using_explicit_control_flow = True
@@ -45,6 +45,8 @@ def mapped(col: dace.SDFG, name: str, schedule=dace.ScheduleType.Default, extra_
         mem = dace.Memlet(sub, wcr="lambda a, b: a + b" if wcr and conn == "last" else None)
         path = [node, mx] + ([outer[1]] if outer else []) + [st.add_write(conn)]
         st.add_memlet_path(*path, src_conn=conn, memlet=mem)
+    if ordering_edge:  # an empty memlet ordering the map after another node
+        st.add_nedge(st.add_read("side"), me, dace.Memlet())
     if extra_output:  # a second computation in the map scope writing its own output
         t = st.add_tasklet("side", {"a": None}, {"b": None}, "b = a")
         st.add_memlet_path(st.add_read("init"), me, t, dst_conn="a", memlet=dace.Memlet("init[i]"))
@@ -105,13 +107,15 @@ def test_structure(compiled_pair):
     assert {"_carry_c", "_carry_f"} <= carries        # the carry and the first-level flag
 
 
-@pytest.mark.parametrize("case", ["gpu_schedule", "nested_map", "extra_output", "wcr", "var_used_after",
+@pytest.mark.parametrize("case", ["gpu_schedule", "nested_map", "extra_output", "wcr", "ordering_edge",
+                                  "var_used_after",
                                   "not_a_loop", "second_application"])
 def test_does_not_apply(case):
     kw = {"var_used_after": dict(var_used_after=True), "not_a_loop": dict(in_loop=False)}.get(case, {})
     col = column(f"col_refuse_{case}", **kw)
     opts = {"gpu_schedule": dict(schedule=dace.ScheduleType.GPU_Device), "nested_map": dict(nested_map=True),
-            "extra_output": dict(extra_output=True), "wcr": dict(wcr=True)}.get(case, {})
+            "extra_output": dict(extra_output=True), "wcr": dict(wcr=True),
+            "ordering_edge": dict(ordering_edge=True)}.get(case, {})
     sdfg = mapped(col, f"test_ix_refuse_{case}", **opts)
     if case == "second_application":
         assert interchange(sdfg) == 1

@@ -103,9 +103,10 @@ def _plan(state: SDFGState, me: nodes.MapEntry, nsdfg: nodes.NestedSDFG) -> _Pla
             return None
     if any(e.src is not nsdfg for e in state.in_edges(mx)):
         return None
-    if any(not isinstance(e.src, nodes.AccessNode) for e in state.in_edges(me) if e.src is not None):
+    # data flows through access nodes only (an empty ordering edge would be lost)
+    if any(not isinstance(e.src, nodes.AccessNode) or e.data.data is None for e in state.in_edges(me)):
         return None
-    if any(not isinstance(e.dst, nodes.AccessNode) for e in state.out_edges(mx)):
+    if any(not isinstance(e.dst, nodes.AccessNode) or e.data.data is None for e in state.out_edges(mx)):
         return None
     edges = list(state.scope_subgraph(me).edges()) + list(state.out_edges(mx))
     if any(e.data.wcr is not None for e in edges):
@@ -358,12 +359,12 @@ def _interchange(state: SDFGState, nsdfg: nodes.NestedSDFG, plan: _Plan) -> node
             outer.add_edge(prev, block, dace.InterstateEdge())
         prev = block
         _copy_scope(state, plan, nsdfg, st, node, hoisted_names)
-        node.sdfg.parent_nsdfg_node = node
+        psdfg.parent, psdfg.parent_sdfg, psdfg.parent_nsdfg_node = st, outer, node
 
     # replace the map scope by the new nested SDFG
     for n in [me, mx] + plan.scope:
         state.remove_node(n)
-    for sym, dt in sdfg.symbols.items():
+    for sym, dt in {**sdfg.symbols, **state.defined_symbols()}.items():
         if sym in outer.free_symbols and sym not in outer.symbols:
             outer.add_symbol(sym, dt)
     new = state.add_nested_sdfg(outer, sorted(reads), sorted(writes),
