@@ -14,7 +14,8 @@ from sdfg_scan.expansions.column_loop import (
     SequentialColumnExpansion,
     blocking_axis,
 )
-from sdfg_scan.expansions.column_reduce_tree import build_fold, build_kvector, build_lanes, build_tree
+from sdfg_scan.expansions.column_reduce_fold import build_fold, build_kvector
+from sdfg_scan.expansions.column_reduce_tree import build_lanes, build_tree
 from sdfg_scan.expansions.environments import ExactArithmetic
 from sdfg_scan.nodes.base import AutoExpansion, ColumnNode
 from sdfg_scan.reference import REDUCE_OPS, reduce_identity
@@ -95,7 +96,7 @@ class ExpandColumnReduceSequential(SequentialColumnExpansion):
 @dace.library.expansion
 @declare(targets=("cpu",), reproducibility="exact")
 class ExpandColumnReduceBlocked(ExpandTransformation):
-    """The same fold over blocks of ``block_size`` cells, in C++ (``column_reduce_tree.build_fold``):
+    """The same fold over blocks of ``block_size`` cells, in C++ (``column_reduce_fold.build_fold``):
     the level loop unrolled by ``unroll`` and jammed into the branch-free (vectorised) cell loop.
 
     Cell-contiguous data gives unit-stride cell loops over ``unroll`` concurrent level rows;
@@ -312,7 +313,7 @@ class ColumnReduce(ColumnNode):
 
     def kvector_fast(self, state: dace.SDFGState) -> bool:
         """Whether ``kvector`` takes its CPU vector fast path here: an unmasked selection op on float
-        columns with unit K stride (``column_reduce_tree._kvector_fast``)."""
+        columns with unit K stride (``column_reduce_fold._kvector_fast``)."""
         x = self.operand(state, "_in")
         stride = x.strides[self.resolved_axis(len(x.shape))]
         return (self.op in SELECT_OPS and not self.has_mask and not self.has_levels
