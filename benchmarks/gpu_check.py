@@ -1,0 +1,188 @@
+#!/usr/bin/env python
+"""The GPU check: numerics and speed of every GPU expansion, in one short run on a CUDA machine.
+
+For each case (cumsum, linear recurrence, tridiagonal solve, column sum, column argmin, window M=3)
+x layout (K-contiguous, cell-contiguous) x GPU expansion, a one-node SDFG with its arrays in GPU
+global memory is built after ``apply_gpu_transformations()`` with the exact nvcc flags
+(``sdfg_scan.select.exact_cuda_flags``), compiled, run on cupy arrays and compared with
+``sdfg_scan.reference``:
+
+- ``exact`` expansions: bitwise equal to the reference (NaN positions aside, there are none here);
+- ``replay`` expansions: within 1e-12 relative of the reference, and bitwise equal to themselves
+  over a second run (the replay promise).
+
+Then each is timed (best of ``--repeats`` device-synchronised calls through ``fast_call``) and
+reported as GB/s and as a fraction of a device copy probe (``cupy.copyto`` over a field).
+
+Usage::
+
+    python benchmarks/gpu_check.py [--ncol 327680] [--nlev 90] [--repeats 20] [--build-only]
+                                   [--only "column sum,window M=3"] [--layouts k,cell]
+
+``--build-only`` compiles every SDFG (nvcc + host) and stops: it needs nvcc, not a GPU or cupy,
+and is what the test suite runs where nvcc exists. Exit status 1 if any check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import dace
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sdfg_scan import reference as R  # noqa: E402
+from sdfg_scan.harness import numpy_array, one_node_sdfg  # noqa: E402
+from sdfg_scan.nodes import ColumnReduce, CumulativeScan, LinearRecurrence, TridiagonalSolve, WindowReduce  # noqa: E402
+from sdfg_scan.select import exact_cuda_flags  # noqa: E402
+
+N, K = dace.symbol("N"), dace.symbol("K")
+F64 = dace.float64
+FIELD = ([N, K], F64, True)
+WEIGHTS, OFFSETS = [0.4, 0.3, 0.2, 0.1], [0, -1, -2, -3]
+
+
+def _cases():
+    """(case, node factory, inputs, outputs, implementations, reference(ins) -> want, fields moved)."""
+    tri_ins = {c: FIELD for c in "abcd"}
+    col = {"_out": ([N], F64, False)}
+    return [
+        ("cumsum", lambda: CumulativeScan("cs", op="sum", axis=1), {"_in": FIELD}, {"_out": FIELD},
+         ("sequential",), lambda i, n: R.cumulative(i["_in"], "sum", axis=1), 2),
+        ("linear recurrence", lambda: LinearRecurrence("lr", axis=1), {"a": FIELD, "b": FIELD}, {"_out": FIELD},
+         ("sequential",), lambda i, n: R.linear_recurrence(i["a"], i["b"], axis=1), 3),
+        ("tridiagonal solve", lambda: TridiagonalSolve("tri", axis=1), tri_ins, {"x": FIELD},
+         ("thomas", "pcr", "cusparse"), lambda i, n: R.tridiagonal_solve(i["a"], i["b"], i["c"], i["d"], axis=1), 5),
+        ("column sum", lambda: ColumnReduce("rs", op="sum", axis=1), {"_in": FIELD}, col,
+         ("sequential", "tree", "lanes"), _reduce_ref("sum"), 1),
+        ("column argmin", lambda: ColumnReduce("ra", op="argmin", axis=1), {"_in": FIELD},
+         {"_out": ([N], dace.int64, False)}, ("sequential", "tree", "kvector", "lanes"), _reduce_ref("argmin"), 1),
+        ("window M=3", lambda: WindowReduce("w", WEIGHTS, OFFSETS, axis=1), {"_in": FIELD}, {"_out": FIELD},
+         ("direct", "kcached"), lambda i, n: R.window_reduce(i["_in"], WEIGHTS, OFFSETS, axis=1), 2),
+    ]
+
+
+def _reduce_ref(op):
+    def ref(ins, node):
+        order = {"tree": "tree", "lanes": "lanes"}.get(node.implementation, "sequential")
+        return R.column_reduce(ins["_in"], op, axis=1, order=order, lanes=node.lanes)
+    return ref
+
+
+def build(case, factory, inputs, outputs, impl, layout, build_only):
+    node = factory()
+    node.implementation = impl
+    name = f"gpu_check_{case.replace(' ', '_').replace('=', '')}_{impl}_{layout}"
+    sdfg = one_node_sdfg(name, node, inputs, outputs, 1, layout)
+    for desc in sdfg.arrays.values():
+        desc.storage = dace.StorageType.GPU_Global   # device arrays in, device arrays out: no PCIe copies timed
+    sdfg.apply_gpu_transformations()
+    if build_only:
+        sdfg.compile(return_program_handle=False)
+        return None, node
+    return sdfg.compile(), node
+
+
+def _inputs(case, ncol, nlev, layout, rng):
+    shape = (ncol, nlev)
+    if case == "tridiagonal solve":
+        raw = {"a": rng.uniform(-1, 1, shape), "b": 4.0 + rng.uniform(0, 1, shape), "c": rng.uniform(-1, 1, shape),
+               "d": rng.uniform(-1, 1, shape)}
+    elif case == "linear recurrence":
+        raw = {"a": rng.uniform(0, 0.9, shape), "b": rng.uniform(-1, 1, shape)}
+    else:
+        raw = {"_in": rng.standard_normal(shape)}
+    return {k: numpy_array(v, 1, layout) for k, v in raw.items()}
+
+
+def _bitwise(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--ncol", type=int, default=327680)
+    p.add_argument("--nlev", type=int, default=90)
+    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--build-only", action="store_true")
+    p.add_argument("--only", default="", help="comma-separated case names to run (default: all)")
+    p.add_argument("--layouts", default="k,cell", help="comma-separated layouts among k, cell")
+    args = p.parse_args(argv)
+    exact_cuda_flags()
+    only = {s.strip() for s in args.only.split(",") if s.strip()}
+    failures, rows = [], []
+    cp = None
+    if not args.build_only:
+        import cupy as cp
+        field = args.ncol * args.nlev * 8
+        src, dst = cp.zeros(field // 8), cp.empty(field // 8)
+        probe = 2 * field / _best(lambda: cp.copyto(dst, src), args.repeats, cp) / 1e9
+        print(f"device copy probe: {probe:.0f} GB/s ({cp.cuda.runtime.getDeviceProperties(0)['name'].decode()})")
+    rng = np.random.default_rng(0)
+    for case, factory, inputs, outputs, impls, ref, nfields in _cases():
+        if only and case not in only:
+            continue
+        for layout in [x.strip() for x in args.layouts.split(",")]:
+            for impl in impls:
+                label = f"{case} | {layout} | {impl}"
+                try:
+                    prog, node = build(case, factory, inputs, outputs, impl, layout, args.build_only)
+                except Exception as e:  # noqa: BLE001 - report every case, fail at the end
+                    failures.append(f"{label}: build failed: {type(e).__name__}: {str(e)[:300]}")
+                    print(failures[-1])
+                    continue
+                if prog is None:
+                    print(f"built  {label}")
+                    continue
+                host = _inputs(case, args.ncol, args.nlev, layout, rng)
+                want = ref(host, node)
+                dev = {k: cp.asarray(v, order="F" if layout == "cell" else "C") for k, v in host.items()}
+                (oname, (oshape, odt, has_axis)), = outputs.items()
+                shape = (args.ncol, args.nlev) if has_axis else (args.ncol,)
+                out = cp.zeros(shape, dtype=odt.as_numpy_dtype(), order="F" if layout == "cell" and has_axis else "C")
+                kw = dict(dev, **{oname: out}, N=args.ncol, K=args.nlev)
+                prog(**kw)
+                cp.cuda.Device().synchronize()
+                got = cp.asnumpy(out)
+                cls = type(node).implementations[impl].reproducibility
+                if cls == "exact":
+                    ok = _bitwise(np.ascontiguousarray(got), np.ascontiguousarray(want.astype(got.dtype)))
+                else:
+                    first = got.copy()
+                    prog(**kw)
+                    cp.cuda.Device().synchronize()
+                    ok = np.allclose(got, want, rtol=1e-12, atol=1e-12) and _bitwise(first, cp.asnumpy(out))
+                callargs, initargs = prog.construct_arguments(**kw)
+                t = _best(lambda: prog.fast_call(callargs, initargs), args.repeats, cp)
+                gbs = (nfields * args.ncol * args.nlev * 8 + (0 if has_axis else args.ncol * 8)) / t / 1e9
+                rows.append(f"| {case} | {layout} | {impl} | {cls} | {'ok' if ok else 'FAIL'} | {t * 1e3:.3f} | "
+                            f"{gbs:.0f} | {gbs / probe:.2f} |")
+                print(rows[-1])
+                if not ok:
+                    failures.append(f"{label}: result check failed ({cls})")
+    if rows:
+        print("\n| case | layout | expansion | class | check | ms | GB/s | of probe |\n|---|---|---|---|---|---:|---:|---:|")
+        print("\n".join(rows))
+    for f in failures:
+        print("FAILED:", f)
+    return 1 if failures else 0
+
+
+def _best(fn, repeats, cp) -> float:
+    fn()
+    cp.cuda.Device().synchronize()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        cp.cuda.Device().synchronize()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,23 @@
+"""``benchmarks/gpu_check.py`` (the prepared GPU run) builds here: ``--build-only`` on a subset of its
+cases (the whole CUDA build of each SDFG, cuSPARSE linked); the numerics and timing need a GPU."""
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+
+
+def test_gpu_check_builds(capsys):
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not on PATH: the GPU check cannot be built here")
+    from benchmarks.gpu_check import main
+
+    assert main(["--build-only", "--only", "tridiagonal solve,window M=3", "--layouts", "cell"]) == 0
+    out = capsys.readouterr().out
+    for impl in ("thomas", "pcr", "cusparse", "direct", "kcached"):
+        assert f"| {impl}" in out
