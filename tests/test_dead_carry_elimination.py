@@ -9,9 +9,9 @@ import hand_columns as hc
 import icon4py_fixtures as fx
 import pytest
 from dace.sdfg.state import LoopRegion
-from sdfg_scan.transformations import DeadCarryElimination, LiftScans, PeelBoundaryLevels, RemoveScanSelfCopies
 
 from sdfg_scan.nodes.scan import Scan
+from sdfg_scan.transformations import DeadCarryElimination, LiftScans, PeelBoundaryLevels, RemoveScanSelfCopies
 
 
 def _snapshot(sdfg) -> str:

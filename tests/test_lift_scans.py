@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from dace.sdfg.state import LoopRegion
 from dace.sdfg.validation import InvalidSDFGError
-from sdfg_scan.transformations import LiftScans
 
 import sdfg_scan
 from sdfg_scan.nodes.scan import Scan
 from sdfg_scan.scan_structure import analyze_scan, find_scans
+from sdfg_scan.transformations import LiftScans
 
 # ------------------------------------------------------------------------------------------------
 # a small gt4py-shaped program built with the API: map i -> nested SDFG (entry copy, k-loop)

@@ -10,6 +10,7 @@ import icon4py_fixtures as fx
 import pytest
 from dace.sdfg import nodes
 from dace.sdfg.state import ConditionalBlock, LoopRegion
+
 from sdfg_scan.transformations import PeelBoundaryLevels
 
 

@@ -9,6 +9,7 @@ import hand_columns as hc
 import icon4py_fixtures as fx
 import pytest
 from dace.sdfg import nodes
+
 from sdfg_scan.transformations import RemoveScanSelfCopies
 
 

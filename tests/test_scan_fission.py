@@ -10,11 +10,11 @@ import hand_columns as hc
 import icon4py_fixtures as fx
 import numpy as np
 import pytest
-from sdfg_scan.transformations import LiftScans, ScanFission
-from sdfg_scan.transformations.scan_fission import groups
 
 from sdfg_scan.nodes.scan import Scan
 from sdfg_scan.scan_structure import find_scans
+from sdfg_scan.transformations import LiftScans, ScanFission
+from sdfg_scan.transformations.scan_fission import groups
 
 N, K = dace.symbol("N"), dace.symbol("K")
 ARRAYS = {"x": "X", "out": "OUT", "aux": "AUX"}

@@ -9,10 +9,10 @@ import dace
 import numpy as np
 import pytest
 from dace.sdfg.state import LoopRegion
-from sdfg_scan.transformations import LiftScans, ScanFusion
 
 import sdfg_scan
 from sdfg_scan.nodes.scan import Scan
+from sdfg_scan.transformations import LiftScans, ScanFusion
 
 N, K = dace.symbol("N"), dace.symbol("K")
 

@@ -14,6 +14,7 @@ import icon4py_fixtures as fx
 import numpy as np
 import pytest
 from hand_columns import column
+
 from sdfg_scan.transformations import ScanLoopInterchange
 from sdfg_scan.transformations.scan_loop_interchange import LEVEL, MIN_CELLS, cell_contiguous, profitable
 

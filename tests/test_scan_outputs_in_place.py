@@ -10,6 +10,7 @@ import pytest
 from dace import Memlet, dtypes
 from dace.sdfg import nodes
 from dace.sdfg.state import LoopRegion
+
 from sdfg_scan.transformations import RemoveScanSelfCopies
 from sdfg_scan.transformations.scan_outputs_in_place import ScanOutputsInPlace
 

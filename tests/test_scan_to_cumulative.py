@@ -8,10 +8,10 @@ import dace
 import icon4py_fixtures as fx
 import numpy as np
 import pytest
-from sdfg_scan.transformations import LiftScans, ScanToCumulative
 
 from sdfg_scan.nodes.cumulative_scan import CumulativeScan
 from sdfg_scan.nodes.scan import Scan
+from sdfg_scan.transformations import LiftScans, ScanToCumulative
 
 FORMS = ["minimal_cumsum_k.lowered", "minimal_cumsum_k.opt"]
 NCELLS = 1000

@@ -2,7 +2,7 @@
 
 This module holds the transformation and its legality analysis (``_plan_pair``, one section per check in
 the class docstring); the index utilities, read/ordering analyses and the rewrite ``apply`` performs live
-in ``sdfg_scan.inplace_rewrite``.
+in ``scan_outputs_in_place_rewrite.py`` beside it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dace.transformation import transformation as xf
 from dace.transformation.passes.analysis import loop_analysis
 
 from sdfg_scan.identity_copies import identity_copies
-from sdfg_scan.inplace_rewrite import (
+from sdfg_scan.transformations.scan_outputs_in_place_rewrite import (
     _access_nodes,
     _all_nodes,
     _begin,
