@@ -17,8 +17,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/sdfg-scan demo
 
+# mypy takes its files and options from [tool.mypy] in pyproject.toml
 lint: $(STAMP)
 	$(BIN)/ruff check sdfg_scan transformations tests samples benchmarks
+	$(BIN)/mypy
 
 test: lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile

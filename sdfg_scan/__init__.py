@@ -6,12 +6,12 @@ the frontend lowerings (``sdfg_scan.cumsum(...)``, ``np.cumsum(...)`` inside ``@
 
 from dace.library import register_library
 
+from sdfg_scan import nodes as _nodes
 from sdfg_scan import reference  # noqa: F401
 from sdfg_scan.nodes import *  # noqa: F401,F403  (node classes must be attributes of this module)
-from sdfg_scan.nodes import __dict__ as _nodes_dict
 
 # the node classes (not their modules) become package attributes: register_library finds them here
-globals().update({k: v for k, v in _nodes_dict.items() if isinstance(v, type) and not k.startswith("_")
+globals().update({k: v for k, v in vars(_nodes).items() if isinstance(v, type) and not k.startswith("_")
                   and k not in ("ColumnNode", "AutoExpansion")})
 
 from sdfg_scan.frontend import *  # noqa: E402,F401,F403

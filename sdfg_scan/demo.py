@@ -27,6 +27,7 @@ def load_sample(name: str) -> ModuleType:
         raise FileNotFoundError(f"sdfg-scan demo: sample '{name}' not found at {path}; the demo runs from a "
                                 "checkout of the repository (pip install -e .)")
     spec = importlib.util.spec_from_file_location(f"sdfg_scan_sample_{name}", path)
+    assert spec is not None and spec.loader is not None  # a .py file always has a source loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -29,7 +29,7 @@ def strides_for(shape: Sequence, axis: int | None, layout: str) -> list:
         axis %= len(shape)
         dims.remove(axis)
         dims = dims + [axis] if layout == "k" else [axis] + dims
-    strides = [None] * len(shape)
+    strides: list = [None] * len(shape)
     acc = 1
     for d in reversed(dims):
         strides[d] = acc

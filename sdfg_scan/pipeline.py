@@ -145,17 +145,17 @@ def _interchange(sdfg: dace.SDFG, report: OptimizeReport) -> int:
     """Expand each profitable lifted scan back to its nested SDFG and interchange its map and k-loop."""
     from dace.sdfg import nodes
 
-
     cls = _transformation(INTERCHANGE)
     if cls is None:
         report.skipped.append(INTERCHANGE)
         return 0
-    from sdfg_scan.transformations.scan_loop_interchange import profitable
+    from sdfg_scan.transformations.scan_loop_interchange import can_interchange, profitable
 
     done = 0
     for node, state in _scan_nodes(sdfg):
         me = state.entry_node(node)
-        if node.columns != "single" or not isinstance(me, nodes.MapEntry) or not profitable(state, me, node):
+        if node.columns != "single" or not isinstance(me, nodes.MapEntry) or not profitable(state, me, node) \
+                or not can_interchange(state, me, node):   # checked before expanding: a refusal changes nothing
             continue
         node.implementation = "sequential"
         node.expand(state.sdfg, state)
@@ -247,7 +247,7 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         if isinstance(site.node, Scan):
             r.implementation = site.node.implementation
             ch = choices.get(site.node.label)
-            r.reproducibility = ch.reproducibility if ch else site.node.implementations[r.implementation].reproducibility
+            r.reproducibility = ch.reproducibility if ch else site.node.implementations[r.implementation].reproducibility  # type: ignore[attr-defined]  # set by declare
         report.scans.append(r)
     return report
 

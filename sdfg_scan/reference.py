@@ -32,7 +32,7 @@ def _level(x: np.ndarray, axis: int, k: int) -> np.ndarray:
 
 
 def _set_level(out: np.ndarray, axis: int, k: int, value: Any) -> None:
-    idx = [slice(None)] * out.ndim
+    idx: list[slice | int] = [slice(None)] * out.ndim
     idx[axis] = k
     out[tuple(idx)] = value
 
@@ -153,7 +153,7 @@ class LevelInputs(Mapping):
 
 
 def scan(f: Callable[[tuple, LevelInputs, int], tuple[tuple, tuple]], init: Sequence[Any],
-         xs: Mapping[str, np.ndarray], *, axis: int = -1, reverse: bool = False, emit: str = "inclusive",
+         xs: Mapping[Any, np.ndarray], *, axis: int = -1, reverse: bool = False, emit: str = "inclusive",
          fill: Any = 0, num_levels: int | None = None, dtypes: Sequence[Any] | None = None
          ) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
     """General scan with a carry: ``scan :: (c -> x -> k -> (c, y)) -> c -> [x] -> ([c], [y], c)``.

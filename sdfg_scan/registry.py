@@ -22,11 +22,11 @@ class ExpansionEntry:
 
     @property
     def targets(self) -> tuple[str, ...]:
-        return self.expansion.targets
+        return self.expansion.targets  # type: ignore[attr-defined]  # set by declare
 
     @property
     def reproducibility(self) -> str:
-        return self.expansion.reproducibility
+        return self.expansion.reproducibility  # type: ignore[attr-defined]  # set by declare
 
 
 def nodes() -> dict[str, type]:
@@ -37,7 +37,7 @@ def nodes() -> dict[str, type]:
 
 def expansions() -> list[ExpansionEntry]:
     """Every (node, implementation) pair, in the nodes' declaration order."""
-    return [ExpansionEntry(cls, name, exp) for cls in nodes().values() for name, exp in cls.implementations.items()]
+    return [ExpansionEntry(cls, name, exp) for cls in nodes().values() for name, exp in cls.implementations.items()]  # type: ignore[attr-defined]  # DaCe library node
 
 
 def transformations() -> dict[str, type]:

@@ -23,12 +23,17 @@ K = dace.symbol("K", dace.int32)
 
 
 def mapped(col: dace.SDFG, name: str, schedule=dace.ScheduleType.Default, extra_output=False, wcr=False,
-           nested_map=False, ordering_edge=False) -> dace.SDFG:
-    """``col`` (one column) called once per cell ``i`` of a map; fields [N, K] (K-contiguous)."""
+           nested_map=False, ordering_edge=False, cell=False) -> dace.SDFG:
+    """``col`` (one column) called once per cell ``i`` of a map; fields [N, K], K-contiguous, or
+    cell-contiguous with ``cell`` (the column's windows then get stride N)."""
     sdfg = dace.SDFG(name)
     sdfg.using_explicit_control_flow = True
     for a in ("x", "out", "aux"):
-        sdfg.add_array(a, [N, K], dace.float64)
+        sdfg.add_array(a, [N, K], dace.float64, strides=(1, N) if cell else None)
+    if cell:
+        col.add_symbol("N", dace.int32)
+        for a in ("x", "out", "aux"):
+            col.arrays[a].strides = (N,)
     for a in ("last", "last2", "init", "side"):
         sdfg.add_array(a, [N], dace.float64)
     st = sdfg.add_state("columns")
@@ -36,7 +41,8 @@ def mapped(col: dace.SDFG, name: str, schedule=dace.ScheduleType.Default, extra_
     if nested_map:
         outer = st.add_map("outer", {"j": "0:1"})
     me, mx = st.add_map("cells", {"i": "0:N"}, schedule=schedule)
-    node = st.add_nested_sdfg(col, {"x", "init"}, {"out", "aux", "last", "last2"}, symbol_mapping={"K": K})
+    node = st.add_nested_sdfg(col, {"x", "init"}, {"out", "aux", "last", "last2"},
+                              symbol_mapping={"K": K, **({"N": N} if cell else {})})
     ins = {"x": "x[i, 0:K]", "init": "init[i]"}
     outs = {"out": "out[i, 0:K]", "aux": "aux[i, 0:K]", "last": "last[i]", "last2": "last2[i]"}
     for conn, sub in ins.items():
@@ -161,3 +167,33 @@ def test_fixture_bitwise(form):
     new.validate()
     kw = fx.inputs(form, base)
     fx.assert_bitwise_equal(fx.run(form, base, kw), fx.run(form + ".interchanged", new, kw))
+
+
+def test_peeled_levels_go_with_the_entry_part():
+    """After PeelBoundaryLevels (first level peeled before the loop) the interchange still applies,
+    the peeled level running in the entry map; bitwise the original."""
+    from sdfg_scan.transformations import PeelBoundaryLevels
+
+    sdfg = mapped(column("col_peel"), "test_ix_peeled")
+    assert sdfg.apply_transformations_repeated(PeelBoundaryLevels) >= 1
+    assert interchange(sdfg) == 1
+    sdfg.validate()
+    base, new = mapped(column("col_peel"), "test_ix_peeled_base").compile(), sdfg.compile()
+    for ncol, nlev in ((6, 7), (3, 1), (2, 2)):
+        kw = inputs(ncol, nlev, seed=ncol + nlev)
+        a, b = run(base, kw), run(new, kw)
+        for k in a:
+            assert np.array_equal(a[k].view(np.uint64), b[k].view(np.uint64)), (k, ncol, nlev)
+
+
+def test_optimize_leaves_a_refused_scan_lifted():
+    """optimize(target="cpu") on cell-contiguous fields checks legality before expanding a lifted
+    scan: a refused one (loop variable read after the loop) stays Scan nodes."""
+    import sdfg_scan
+    from sdfg_scan.nodes.scan import Scan
+
+    sdfg = mapped(column("col_opt", var_used_after=True), "test_ix_optimize_refused", cell=True)
+    report = sdfg_scan.optimize(sdfg, target="cpu")
+    assert report.scans_lifted == 1 and report.scans_interchanged == 0
+    assert [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Scan)]
+    sdfg.validate()

@@ -142,7 +142,8 @@ def _loop_facts(loop: LoopRegion):
 
 def _blocks_after(loop: LoopRegion) -> list:
     region = loop.parent_graph
-    seen, todo = [], [e.dst for e in region.out_edges(loop)]
+    seen: list = []
+    todo = [e.dst for e in region.out_edges(loop)]
     while todo:
         b = todo.pop()
         if b is loop or any(b is s for s in seen):

@@ -61,6 +61,9 @@ class ScanFission(xf.SingleStateTransformation):
     def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG):
         node = self.scan
         parts = _plan(graph, node)
+        assert parts is not None  # can_be_applied held
+        scope = graph.entry_node(node)
+        scope_exit = graph.exit_node(scope) if scope is not None else None
         new_nodes = []
         for i, conns in enumerate(parts):
             body = _pruned_body(node, conns)
@@ -77,6 +80,10 @@ class ScanFission(xf.SingleStateTransformation):
             for e in graph.out_edges(node):
                 if e.src_conn is None or e.src_conn in outs:
                     graph.add_edge(n, e.src_conn, e.dst, e.dst_conn, copy.deepcopy(e.data))
+            if scope is not None and graph.in_degree(n) == 0:   # a part with no inputs stays in the map scope
+                graph.add_nedge(scope, n, dace.Memlet())
+            if scope_exit is not None and graph.out_degree(n) == 0:
+                graph.add_nedge(n, scope_exit, dace.Memlet())
             new_nodes.append(n)
         graph.remove_node(node)
         sdfg.root_sdfg.reset_cfg_list()
@@ -87,7 +94,7 @@ class ScanFission(xf.SingleStateTransformation):
 # dependence analysis
 # ------------------------------------------------------------------------------------------------
 class _UnionFind:
-    def __init__(self):
+    def __init__(self) -> None:
         self.parent: dict = {}
 
     def find(self, x):
@@ -139,7 +146,7 @@ def _block_tokens(blk, body, uf: _UnionFind, inputs: set[str]) -> None:
     if isinstance(blk, dace.SDFGState):
         _state_tokens(blk, uf, inputs)
         return
-    members = [("block", id(blk))]
+    members: list[tuple[str, int | str]] = [("block", id(blk))]
     for st in blk.all_states():
         _state_tokens(st, uf, inputs)
         members += [("data", n.data) for n in st.data_nodes() if n.data not in inputs]

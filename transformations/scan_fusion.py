@@ -72,6 +72,7 @@ class ScanFusion(xf.SingleStateTransformation):
 
     def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG):
         plan = _plan(graph, self.first, self.second)
+        assert plan is not None  # can_be_applied held
         return _fuse(graph, sdfg, plan)
 
 

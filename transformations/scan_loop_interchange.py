@@ -42,7 +42,7 @@ class ScanLoopInterchange(xf.SingleStateTransformation):
     strided load; with the loop outside, each level is a unit-stride pass over all cells::
 
         before                                    after (one nested SDFG in place of the map)
-        map i:                                    map i: init(i)              entry states
+        map i:                                    map i: init(i)              entry states, peeled levels
           NestedSDFG column(i)                    for k in levels:
             entry; for k: body(k); exit             map i: body(i, k)         the loop body, one level
                                                   map i: exit(i)              exit states
@@ -56,15 +56,16 @@ class ScanLoopInterchange(xf.SingleStateTransformation):
     Legality checks (``can_be_applied``, all structural):
 
     - the map is at the top level of its state, has unit steps and a CPU or default schedule;
-    - its scope holds one ``NestedSDFG`` with the column-scan structure (``analyze_scan``, strict),
-      plus only tasklets and transient access nodes that feed it; every map output comes from it; no
-      write-conflict resolution on the scope's memlets;
+    - its scope holds one ``NestedSDFG`` with the column-scan structure (``analyze_scan``; levels
+      peeled by ``PeelBoundaryLevels`` go with the entry states), plus only tasklets and transient
+      access nodes that feed it; every map output comes from it; no write-conflict resolution on the
+      scope's memlets; the map's inputs and outputs are access nodes (no empty ordering edges);
     - the column SDFG's top-level edges carry no conditions or assignments; the loop variable is not
       used outside the loop; the level range does not depend on the map parameters;
     - hoisted containers have shapes that do not depend on the map parameters.
 
     Profitable on CPUs when the columns' fields are cell-contiguous; ``sdfg_scan.optimize`` applies it
-    only then (:func:`cell_contiguous`).
+    only then (:func:`profitable`). No options.
     """
 
     map_entry = xf.PatternNode(nodes.MapEntry)
@@ -87,7 +88,9 @@ class ScanLoopInterchange(xf.SingleStateTransformation):
 
 # -- legality ------------------------------------------------------------------------------------
 
-def _plan(state: SDFGState, me: nodes.MapEntry, nsdfg: nodes.NestedSDFG) -> _Plan | None:
+def _plan(state: SDFGState, me: nodes.MapEntry, nsdfg: nodes.Node) -> _Plan | None:
+    """The interchange of ``me`` and the column scan ``nsdfg`` (a ``NestedSDFG``, or a lifted
+    ``columns="single"`` ``Scan`` node, checked as the nested SDFG its expansion gives), or None."""
     if state.entry_node(me) is not None or me.map.schedule not in SCHEDULES or state.entry_node(nsdfg) is not me:
         return None
     if any(symbolic.inequal_symbols(st, 1) for _, _, st in me.map.range):
@@ -111,9 +114,11 @@ def _plan(state: SDFGState, me: nodes.MapEntry, nsdfg: nodes.NestedSDFG) -> _Pla
     edges = list(state.scope_subgraph(me).edges()) + list(state.out_edges(mx))
     if any(e.data.wcr is not None for e in edges):
         return None
-    col = nsdfg.sdfg
+    col = nsdfg.sdfg if isinstance(nsdfg, nodes.NestedSDFG) else getattr(nsdfg, "body", None)
+    if col is None or (not isinstance(nsdfg, nodes.NestedSDFG) and getattr(nsdfg, "columns", None) != "single"):
+        return None
     try:
-        s = analyze_scan(col)
+        s = analyze_scan(col, prologue=True)   # levels peeled before the loop run with the entry part
     except NotAScan:
         return None
     if not set(s.outputs) <= set(nsdfg.out_connectors):   # written arguments leave through the map
@@ -123,7 +128,7 @@ def _plan(state: SDFGState, me: nodes.MapEntry, nsdfg: nodes.NestedSDFG) -> _Pla
     var = s.variable
     if LEVEL in s.loop.loop_condition.as_string or LEVEL in s.loop.init_statement.as_string:
         return None   # the one-level body this transformation made
-    for b in s.entry_states + s.exit_states:
+    for b in s.entry_states + s.prologue + s.exit_states:
         if var in b.free_symbols:
             return None
     params = {symbolic.pystr_to_symbolic(p) for p in me.map.params}
@@ -148,7 +153,8 @@ def _plan(state: SDFGState, me: nodes.MapEntry, nsdfg: nodes.NestedSDFG) -> _Pla
 
 
 def _parts(s: ScanStructure) -> dict[str, list]:
-    return {"init": list(s.entry_states), "level": list(s.body_blocks), "exit": list(s.exit_states)}
+    return {"init": list(s.entry_states) + list(s.prologue), "level": list(s.body_blocks),
+            "exit": list(s.exit_states)}
 
 
 def _blocks_states(blocks) -> list[SDFGState]:
@@ -186,7 +192,7 @@ def _part_sdfg(col: SDFG, s: ScanStructure, part: str, hoisted: list[str], conns
     if not blocks:
         return None
     new = copy.deepcopy(col)
-    order = list(s.entry_states) + [s.loop] + list(s.exit_states)
+    order = list(s.entry_states) + list(s.prologue) + [s.loop] + list(s.exit_states)
     copies = dict(zip([id(b) for b in order], [_find_block(new, b, col) for b in order], strict=True))
     keep = [copies[id(b)] for b in ([s.loop] if part == "level" else blocks)]
     for b in list(new.nodes()):
@@ -382,8 +388,9 @@ def _interchange(state: SDFGState, nsdfg: nodes.NestedSDFG, plan: _Plan) -> node
     return new
 
 
-def can_interchange(state: SDFGState, me: nodes.MapEntry, nsdfg: nodes.NestedSDFG) -> bool:
-    """Whether ``ScanLoopInterchange`` applies to this map and nested column SDFG (its legality checks)."""
+def can_interchange(state: SDFGState, me: nodes.MapEntry, nsdfg: nodes.Node) -> bool:
+    """Whether ``ScanLoopInterchange`` applies to this map and nested column SDFG (its legality checks);
+    for a lifted ``Scan`` node: whether it would apply once the node is expanded back."""
     return _plan(state, me, nsdfg) is not None
 
 

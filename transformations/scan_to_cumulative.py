@@ -162,6 +162,7 @@ def _plan(state: dace.SDFGState, sdfg: dace.SDFG, scan: Scan) -> _Plan:
         if dims is not None and d != dims:
             raise _Refuse("x and out order cell and level differently")
         dims = d
+    assert dims is not None  # the loop above ran (twice)
     axis = dims.index("level")
 
     def window(idx):

@@ -31,8 +31,8 @@ def declare(*, targets: tuple[str, ...], reproducibility: str) -> Callable[[type
                          f"got '{reproducibility}'")
 
     def wrap(cls: type) -> type:
-        cls.targets = tuple(targets)
-        cls.reproducibility = reproducibility
+        cls.targets = tuple(targets)  # type: ignore[attr-defined]  # the attributes this decorator adds
+        cls.reproducibility = reproducibility  # type: ignore[attr-defined]
         return cls
 
     return wrap

@@ -27,6 +27,7 @@ operands (``col_in``/``col_out``) have the operand rank minus one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import dace
@@ -103,7 +104,7 @@ class _Column:
         seq = set(self.k.seq_in) | set(self.k.seq_out)
         carries = set(self.k.carries)
 
-        def index(conn: str) -> str:
+        def index(conn: str) -> str | None:
             cell = "_c" if self.blocked else "0"
             if conn in seq:
                 return f"_c, {level}" if self.blocked else level
@@ -116,7 +117,7 @@ class _Column:
             me, mx = state.add_map("cells", {"_c": "0:_nb"}, schedule=dtypes.ScheduleType.Sequential)
         if self.blocked and not ins:
             state.add_edge(me, None, tasklet, None, dace.Memlet())
-        reads = {}
+        reads: dict[str, dace.nodes.AccessNode] = {}
         for c in ins:
             node = reads.setdefault(c, state.add_read(_data(c)))
             mem = dace.Memlet(f"{_data(c)}[{index(c)}]")
@@ -286,7 +287,7 @@ class SequentialColumnExpansion(ExpandTransformation):
     :class:`ColumnKernel`) built by :func:`build_sequential`. Subclasses set ``kernel``."""
 
     environments = [ExactArithmetic]
-    kernel = None  # staticmethod(node, state) -> ColumnKernel
+    kernel: Callable[..., ColumnKernel] | None = None  # staticmethod(node, state) -> ColumnKernel
 
     @classmethod
     def expansion(cls, node, parent_state, parent_sdfg):
@@ -322,7 +323,7 @@ class BlockedColumnExpansion(ExpandTransformation):
     The blocked axis is taken from connector ``operand``."""
 
     environments = [ExactArithmetic]
-    kernel = None  # staticmethod(node, state) -> ColumnKernel
+    kernel: Callable[..., ColumnKernel] | None = None  # staticmethod(node, state) -> ColumnKernel
     operand = "_in"
 
     @classmethod

@@ -16,6 +16,8 @@ themselves); anything else raises an error that names the layouts supported.
 
 from __future__ import annotations
 
+from typing import cast
+
 import dace
 from dace import dtypes
 
@@ -48,7 +50,7 @@ def layout_of(node: ColumnNode, ops: list[Operand], axis: int) -> tuple[str, obj
     for d, s in enumerate(shape):
         if d != axis:
             batch = batch * s
-    kinds = set()
+    kinds: set[str | None] = set()
     for op in ops:
         stride = _batch_stride(op, axis)
         if stride is not None and _eq(stride, 1) and _eq(op.strides[axis], batch):
@@ -62,7 +64,7 @@ def layout_of(node: ColumnNode, ops: list[Operand], axis: int) -> tuple[str, obj
                          "(level stride = number of columns: gtsvInterleavedBatch) or K-contiguous with one "
                          "uniform column stride (gtsv2StridedBatch), got strides "
                          f"{[tuple(op.strides) for op in ops]}; use the 'thomas' expansion")
-    return kinds.pop(), batch, None
+    return cast(str, kinds.pop()), batch, None  # None was refused above
 
 
 def _copy(kind: str, dst: str, dst_pitch: str, src: str, src_pitch: str) -> str:

@@ -22,18 +22,18 @@ class ExactArithmetic:
     """
 
     cmake_minimum_version = None
-    cmake_packages = []
-    cmake_variables = {}
-    cmake_includes = []
-    cmake_libraries = []
+    cmake_packages: list[str] = []
+    cmake_variables: dict[str, str] = {}
+    cmake_includes: list[str] = []
+    cmake_libraries: list[str] = []
     cmake_compile_flags = ["-ffp-contract=off", "-fno-reciprocal-math", "-fsigned-zeros", "-fno-fast-math"]
-    cmake_link_flags = []
-    cmake_files = []
-    headers = []
-    state_fields = []
+    cmake_link_flags: list[str] = []
+    cmake_files: list[str] = []
+    headers: list[str] = []
+    state_fields: list[str] = []
     init_code = ""
     finalize_code = ""
-    dependencies = []
+    dependencies: list[type] = []
 
 
 FLAGS_CUDA = ["--fmad=false", "-prec-div=true", "-prec-sqrt=true"]
@@ -93,18 +93,18 @@ class CuSparse:
 
     cmake_minimum_version = None
     cmake_packages = ["CUDA"]
-    cmake_variables = {}
+    cmake_variables: dict[str, str] = {}
     cmake_includes = _cusparse_includes
     cmake_libraries = _cusparse_libraries
-    cmake_compile_flags = []
-    cmake_link_flags = []
-    cmake_files = []
+    cmake_compile_flags: list[str] = []
+    cmake_link_flags: list[str] = []
+    cmake_files: list[str] = []
     headers = {"frame": [str(Path(_DaceCuSparse._dace_file_path).parents[1] / "include" / "dace_cusparse.h")],
                "cuda": [str(Path(_DaceCuSparse._dace_file_path).parents[1] / "include" / "dace_cusparse.h")]}
     state_fields = list(_DaceCuSparse.state_fields)
     init_code = ""
     finalize_code = ""
-    dependencies = []
+    dependencies: list[type] = []
     handle_setup_code = staticmethod(_DaceCuSparse.handle_setup_code)
 
 
