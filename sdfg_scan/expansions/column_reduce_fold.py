@@ -219,7 +219,7 @@ if (nk <= 0) ri = -1;
 
 
 def _select_test(op: str, cand: str, cur: str) -> str:
-    """C++ of the forward "``cand`` replaces ``cur``" rule (``reference._beats``)."""
+    """C++ of the forward "``cand`` replaces ``cur``" rule (``reference_columns._beats``)."""
     lt = "<" if op in ("min", "argmin") else ">"
     return f"(({cand} {lt} {cur}) || (({cand} != {cand}) && ({cur} == {cur})))"
 

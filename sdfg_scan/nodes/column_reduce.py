@@ -36,7 +36,7 @@ def _valid(node: ColumnReduce) -> str | None:
 
 
 def _select_test(op: str, reverse: bool, cand: str, cur: str) -> str:
-    """C-expression text of "``cand`` replaces ``cur``" (see ``reference._beats``)."""
+    """C-expression text of "``cand`` replaces ``cur``" (see ``reference_columns._beats``)."""
     lt = "<" if op in ("min", "argmin") else ">"
     if reverse:
         return f"(({cand} {lt}= {cur}) or ({cand} != {cand}))"
