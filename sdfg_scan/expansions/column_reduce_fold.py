@@ -15,7 +15,7 @@ from __future__ import annotations
 import dace
 import numpy as np
 
-from sdfg_scan.expansions.column_reduce_tree import _Block, _code_parts, _tasklet_map, cpp_literal
+from sdfg_scan.expansions.column_reduce_tree import _Block, _code_parts, _tasklet_map, cpp_literal, vector_column
 from sdfg_scan.reference import reduce_identity
 
 
@@ -166,9 +166,7 @@ def _kvector_fast(node, blk: _Block) -> str | None:
     with a NaN is redone with the exact sequential step (first NaN wins)."""
     x = blk.x
     npdt = x.dtype.as_numpy_dtype()
-    k_stride = x.strides[blk.axis]
-    if (node.has_mask or node.has_levels or not np.issubdtype(npdt, np.floating) or npdt.itemsize not in (4, 8)
-            or dace.symbolic.issymbolic(k_stride) or k_stride != 1):
+    if not vector_column(node, x, blk.axis):
         return None
     width = VECTOR_BYTES // npdt.itemsize
     vt, it = x.dtype.ctype, ("int" if npdt.itemsize == 4 else "long long")

@@ -227,6 +227,21 @@ for (int c = 0; c < nc; ++c) {blk.col('_out', 'c')} = sp ? {out} : {empty};
     return _tasklet_map(node, state, f"{node.label}_tree", cell_axis, block, code)
 
 
+def vector_column(node, x, axis: int) -> bool:
+    """Whether a CPU vector path can walk the columns of ``x`` (the ``_in`` operand, K along ``axis``):
+    no mask, no level bounds, float32/float64 values, unit K stride. Shared by the ``kvector`` and
+    ``lanes`` fast paths and by ``auto``'s choice of them."""
+    npdt = x.dtype.as_numpy_dtype()
+    k_stride = x.strides[axis]
+    return (not node.has_mask and not node.has_levels and np.issubdtype(npdt, np.floating)
+            and npdt.itemsize in (4, 8) and not dace.symbolic.issymbolic(k_stride) and k_stride == 1)
+
+
+def vector_lanes(lanes: int) -> bool:
+    """Whether ``lanes`` partials fit the ``lanes`` vector path (a power of two, 2..16)."""
+    return 2 <= lanes <= 16 and not lanes & (lanes - 1)
+
+
 def _lanes_fast(node, blk: _Block, lanes: int) -> str | None:
     """C++ of the CPU ``lanes`` fast path for unmasked float sum/prod with unit K stride and a power of
     two ``lanes`` (``None`` otherwise): the column's partial results are one GCC/Clang vector of
@@ -235,10 +250,7 @@ def _lanes_fast(node, blk: _Block, lanes: int) -> str | None:
     the same operations, in the same order, as the generic loop."""
     x = blk.x
     npdt = x.dtype.as_numpy_dtype()
-    k_stride = x.strides[blk.axis]
-    if (node.op not in ("sum", "prod") or node.has_mask or node.has_levels or not np.issubdtype(npdt, np.floating)
-            or npdt.itemsize not in (4, 8) or lanes < 2 or lanes > 16 or lanes & (lanes - 1)
-            or dace.symbolic.issymbolic(k_stride) or k_stride != 1):
+    if node.op not in ("sum", "prod") or not vector_lanes(lanes) or not vector_column(node, x, blk.axis):
         return None
     vt, opc = x.dtype.ctype, ("+" if node.op == "sum" else "*")
     ident = cpp_literal(reduce_identity(node.op, npdt), x.dtype)
@@ -301,4 +313,4 @@ for (int l = 1; l < {L}; ++l) {merge}
     return _tasklet_map(node, state, f"{node.label}_lanes", cell_axis, 1, code)
 
 
-__all__ = ["STACK_DEPTH", "build_lanes", "build_tree", "cpp_literal"]
+__all__ = ["STACK_DEPTH", "build_lanes", "build_tree", "cpp_literal", "vector_column", "vector_lanes"]

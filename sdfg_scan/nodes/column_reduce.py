@@ -15,7 +15,7 @@ from sdfg_scan.expansions.column_loop import (
     blocking_axis,
 )
 from sdfg_scan.expansions.column_reduce_fold import build_fold, build_kvector
-from sdfg_scan.expansions.column_reduce_tree import build_lanes, build_tree
+from sdfg_scan.expansions.column_reduce_tree import build_lanes, build_tree, vector_column, vector_lanes
 from sdfg_scan.expansions.environments import ExactArithmetic
 from sdfg_scan.nodes.base import AutoExpansion, ColumnNode
 from sdfg_scan.reference import REDUCE_OPS, reduce_identity
@@ -315,20 +315,14 @@ class ColumnReduce(ColumnNode):
         """Whether ``kvector`` takes its CPU vector fast path here: an unmasked selection op on float
         columns with unit K stride (``column_reduce_fold._kvector_fast``)."""
         x = self.operand(state, "_in")
-        stride = x.strides[self.resolved_axis(len(x.shape))]
-        return (self.op in SELECT_OPS and not self.has_mask and not self.has_levels
-                and np.issubdtype(x.dtype.as_numpy_dtype(), np.floating) and x.dtype.bytes in (4, 8)
-                and not dace.symbolic.issymbolic(stride) and stride == 1)
+        return self.op in SELECT_OPS and vector_column(self, x, self.resolved_axis(len(x.shape)))
 
     def lanes_fast(self, state: dace.SDFGState) -> bool:
         """Whether ``lanes`` takes its CPU vector fast path here: unmasked float sum/prod, unit K
         stride, a power-of-two ``lanes`` up to 16 (``column_reduce_tree._lanes_fast``)."""
         x = self.operand(state, "_in")
-        stride = x.strides[self.resolved_axis(len(x.shape))]
-        return (self.op in ("sum", "prod") and not self.has_mask and not self.has_levels
-                and np.issubdtype(x.dtype.as_numpy_dtype(), np.floating) and x.dtype.bytes in (4, 8)
-                and 2 <= self.lanes <= 16 and not self.lanes & (self.lanes - 1)
-                and not dace.symbolic.issymbolic(stride) and stride == 1)
+        return (self.op in ("sum", "prod") and vector_lanes(self.lanes)
+                and vector_column(self, x, self.resolved_axis(len(x.shape))))
 
     def choose_implementation(self, state):
         """CPU, cells contiguous: ``blocked`` (unroll-and-jam C++ fold, vectorised cell loop; the
