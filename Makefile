@@ -6,7 +6,18 @@ STAMP := $(VENV)/.installed
 # dace finds the pip-installed CMake (needed for CUDA builds) only with the venv first on PATH.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-gt4py fixtures graupel lint bench fuzz clean
+
+# gt4py 1.2.3 needs Python >= 3.12: a second venv for sdfg_scan.gt4py's tests, the exporter and the graupel run.
+# GT4PY_PYTHON is the command that runs such an interpreter (pyenv shims need PYENV_VERSION); empty if none.
+GT4PY_VENV := .venv-gt4py
+GT4PY_BIN := $(CURDIR)/$(GT4PY_VENV)/bin
+GT4PY_STAMP := $(GT4PY_VENV)/.installed
+GT4PY_PYTHON ?= $(shell for v in 3.13 3.12; do \
+	  for pv in $$(pyenv versions --bare 2>/dev/null | grep -E "^$$v(\.|$$)" | sort -rV) ""; do \
+	    if env $${pv:+PYENV_VERSION=$$pv} python$$v -c "import sys; sys.exit(sys.version_info < (3, 12))" 2>/dev/null; then \
+	      echo "env $${pv:+PYENV_VERSION=$$pv} python$$v"; exit 0; fi; done; done)
+NO_GT4PY_PYTHON := no Python >= 3.12 found (tried python3.13, python3.12, with PYENV_VERSION from pyenv versions --bare); set GT4PY_PYTHON=...
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,12 +29,55 @@ demo: $(STAMP)
 	$(BIN)/sdfg-scan demo
 
 # mypy takes its files and options from [tool.mypy] in pyproject.toml
+# mypy checks the package as installed: transformations/ is sdfg_scan.transformations (package-dir), so it
+# runs on build/mypy/sdfg_scan, a link tree rebuilt here (sdfg_scan/* plus transformations/), and resolves
+# sdfg_scan.transformations.* like Python does; files and options come from [tool.mypy] in pyproject.toml
+MYPY_TREE := build/mypy/sdfg_scan
 lint: $(STAMP)
 	$(BIN)/ruff check sdfg_scan transformations tests samples benchmarks
+	rm -rf $(MYPY_TREE) && mkdir -p $(MYPY_TREE)
+	ln -s $(CURDIR)/sdfg_scan/* $(MYPY_TREE)/ && ln -s $(CURDIR)/transformations $(MYPY_TREE)/transformations
 	$(BIN)/mypy
 
+# the main suite (its tests/test_gt4py*.py skip without gt4py), then the gt4py tests in the gt4py venv
 test: lint
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(MAKE) test-gt4py
+
+$(GT4PY_STAMP): pyproject.toml
+	@test -n "$(GT4PY_PYTHON)" || { echo "$(NO_GT4PY_PYTHON)"; exit 1; }
+	$(GT4PY_PYTHON) -m venv $(GT4PY_VENV)
+	$(GT4PY_BIN)/python -m pip install -q --upgrade pip
+	$(GT4PY_BIN)/python -m pip install -q -e '.[test,gt4py]'
+	touch $(GT4PY_STAMP)
+
+test-gt4py:
+	@if [ -z "$(GT4PY_PYTHON)" ]; then echo "SKIPPED the gt4py tests: $(NO_GT4PY_PYTHON)"; else \
+	  $(MAKE) $(GT4PY_STAMP) && $(GT4PY_BIN)/python -m pytest -q -n 2 --dist loadfile tests/test_gt4py*.py; fi
+
+# regenerate the gt4py SDFG fixtures (the exporter's cache, used by the tests when ../shared is absent)
+fixtures: $(GT4PY_STAMP)
+	PYTHONPATH=$(CURDIR) $(GT4PY_BIN)/sdfg-scan export tests.gt4py_programs.programs:cumsum_k \
+	  tests.gt4py_programs.programs:thomas_pair tests.gt4py_programs.programs:precip_gated
+	-$(GT4PY_BIN)/python -m pip install -q --no-deps icon4py-common==0.4.1 icon4py-atmosphere-dycore==0.4.1 \
+	  && $(GT4PY_BIN)/python -m pip install -q cattrs pyyaml \
+	  && $(GT4PY_BIN)/sdfg-scan export \
+	  icon4py.model.common.diagnostic_calculations.stencils.diagnose_pressure:diagnose_pressure \
+	  icon4py.model.atmosphere.dycore.stencils.solve_tridiagonal_matrix_for_w_forward_sweep:solve_tridiagonal_matrix_for_w_forward_sweep \
+	  icon4py.model.atmosphere.dycore.stencils.solve_tridiagonal_matrix_for_w_back_substitution:solve_tridiagonal_matrix_for_w_back_substitution
+
+# not in CI: icon4py's graupel through gt4py's DaCe CPU backend, stock / icon4py hooks / sdfg_scan hooks
+graupel: $(GT4PY_STAMP)
+	$(GT4PY_BIN)/python -m pip install -q --no-deps icon4py-common==0.4.1 icon4py-atmosphere-muphys==0.4.1
+	$(GT4PY_BIN)/python -m pip install -q cattrs pyyaml
+	$(GT4PY_BIN)/python samples/graupel_gt4py.py
+
+# not in CI: the randomised differential test of optimize with many random (not derandomised) examples;
+# FUZZ_EXAMPLES=n to change the count; failures are shrunk and kept in .hypothesis/ (rerun replays them)
+FUZZ_EXAMPLES ?= 300
+fuzz: $(STAMP)
+	SDFG_SCAN_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -x -W ignore::UserWarning \
+	  tests/test_optimize_random.py --hypothesis-show-statistics
 
 # the benchmarks' numba and JAX peers (benchmarks/peers.py) come from the `bench` extra; demo/test stay lean
 bench: $(STAMP)
@@ -33,4 +87,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_icon4py.py
 
 clean:
-	rm -rf $(VENV) .dacecache build *.egg-info
+	rm -rf $(VENV) $(GT4PY_VENV) .dacecache build *.egg-info

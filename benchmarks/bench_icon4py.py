@@ -11,6 +11,11 @@ Rows (same process, same seeded inputs, same compiler flags: DaCe's defaults + E
 - ``diagnose_pressure.opt`` (static 100 x 65), repeated: before/after.
 - the cumulative sum, the Thomas forward sweep and back substitution (runtime sizes) at
   ``--ncells`` x ``--nlev``: before/after.
+- ``dycore pair`` at ``--ncells`` x ``--nlev``: the forward sweep and the back substitution as gt4py
+  compiles them (two programs, times added; and both scans composed into one program,
+  ``tests/tridiagonal_pairs.py``) vs the composed program after ``LiftScans`` +
+  ``ScanPairToTridiagonal`` (one ``TridiagonalSolve``, ``auto`` expansion); min / median / max
+  over the samples.
 
 "Ours" is ``sdfg_scan.optimize`` (with graupel's driver aliasing declared as ``inplace``).
 
@@ -25,9 +30,12 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import icon4py_fixtures as fx  # noqa: E402
+import tridiagonal_pairs as tp  # noqa: E402
 
 import sdfg_scan  # noqa: E402
 
@@ -75,15 +83,158 @@ def bench(label: str, baselines: list[str], ours_form: str, size: tuple[int, int
         rows.append((label, f"{ncells}x{nlev}", b.split(".", 1)[1], t, times[-1], counts))
 
 
+def samples_of(compiled, kw: dict, samples: int, repeat: int) -> list[float]:
+    """Mean time per call (s) of each of ``samples`` runs of ``repeat`` calls (after one warm-up call)."""
+    a = fx.fresh(kw)
+    compiled(**a)
+    out = []
+    for _ in range(samples):
+        a = fx.fresh(kw)
+        t0 = time.perf_counter()
+        for _ in range(repeat):
+            compiled(**a)
+        out.append((time.perf_counter() - t0) / repeat)
+    return out
+
+
+def bench_dycore_pair(size: tuple[int, int], samples: int, repeat: int) -> list[str]:
+    """The two dycore scans (separate programs / composed) vs one TridiagonalSolve; rows of text."""
+    from sdfg_scan.transformations import LiftScans, ScanPairToTridiagonal
+
+    ncells, nlev = size
+    ours = tp.composed_dycore()
+    ours.apply_transformations_repeated(LiftScans)
+    assert ours.apply_transformations_repeated(ScanPairToTridiagonal) == 1
+    kw = fx.inputs(tp.FWD, tp.composed_dycore(), ncells=ncells, nlev=nlev)
+    fx.assert_bitwise_equal(fx.run("bench_pair", tp.composed_dycore(), kw), fx.run("bench_pair+ours", ours, kw))
+    progs = {"forward_sweep": (tp.FWD, fx.load(tp.FWD)), "back_substitution": (tp.BACK, fx.load(tp.BACK)),
+             "composed pair": (tp.FWD, tp.composed_dycore()), "TridiagonalSolve": (tp.FWD, ours)}
+    times: dict[str, list[float]] = {k: [] for k in progs}
+    compiled = {k: fx.compile_once(f"bench_pair_{k}", sd) for k, (_, sd) in progs.items()}
+    kws = {k: fx.inputs(form, progs[k][1], ncells=ncells, nlev=nlev) for k, (form, _) in progs.items()}
+    for _ in range(samples):  # interleaved: load changes on the shared machine hit every variant alike
+        for k in progs:
+            times[k] += samples_of(compiled[k], kws[k], 1, repeat)
+    times["two programs"] = [f + b for f, b in zip(times["forward_sweep"], times["back_substitution"], strict=True)]
+    ours_t = np.array(times["TridiagonalSolve"])
+    rows = []
+    for k in ("forward_sweep", "back_substitution", "two programs", "composed pair", "TridiagonalSolve"):
+        t = np.array(times[k])
+        rows.append(f"{'dycore pair':16} {ncells}x{nlev:<6} {k:18} min {t.min():.3e} med {np.median(t):.3e} "
+                    f"max {t.max():.3e}  speed-up of ours (min/med/max) {t.min() / ours_t.min():6.2f} "
+                    f"{np.median(t) / np.median(ours_t):6.2f} {t.max() / ours_t.max():6.2f}")
+    return rows
+
+
+def _graupel_blocked(impl: str, reproducibility: str):
+    """``graupel_run_dyn`` after ``optimize`` with its scan pinned to ``impl``."""
+    from sdfg_scan.nodes.scan import Scan
+
+    form = "graupel_run_dyn.opt_nohooks"
+    sdfg = fx.load(form)
+    sdfg_scan.optimize(sdfg, target="cpu", reproducibility=reproducibility, inplace=GRAUPEL_INPLACE)
+    for n, _ in sdfg.all_nodes_recursive():
+        if isinstance(n, Scan):
+            n.implementation = impl
+    return sdfg
+
+
+def _compile_default_flags(sdfg):
+    """The SDFG built with DaCe's default CPU flags (what gt4py's own build uses)."""
+    import copy
+    import tempfile
+
+    sdfg = copy.deepcopy(sdfg)
+    sdfg.name = "graupel_default_flags"
+    sdfg.build_folder = tempfile.mkdtemp(prefix="sdfg_scan_bench_")
+    return sdfg.compile()
+
+
+def _state_profile(sdfg, kw: dict, top: int = 4) -> str:
+    """Per-state wall time of one call (DaCe timer instrumentation on the top-level states)."""
+    import copy
+
+    import dace
+
+    sdfg = copy.deepcopy(sdfg)
+    for st in sdfg.states():
+        st.instrument = dace.InstrumentationType.Timer
+    c = fx.compile_once(f"profile_{id(sdfg)}", sdfg)
+    c(**fx.fresh(kw))
+    rep = sdfg.get_latest_report()
+    if rep is None:
+        return "no instrumentation report"
+    times: dict[str, float] = {}
+    for ev in rep.events:
+        if ev.get("ph") == "X":
+            times[ev["name"]] = times.get(ev["name"], 0.0) + ev["dur"] / 1e3
+    total = sum(times.values()) or 1.0
+    worst = sorted(times.items(), key=lambda x: -x[1])[:top]
+    return ", ".join(f"{k} {v:.1f} ms ({100 * v / total:.0f}%)" for k, v in worst)
+
+
+def bench_graupel_blocked(size: tuple[int, int], samples: int, profile: bool = False) -> list[str]:
+    """``graupel_run_dyn`` at ``size``: gt4py's SDFG (DaCe default flags; IEEE-strict) vs the ``blocked``
+    (exact) and ``blocked_simd`` (replay) expansions; exact is checked bitwise against the IEEE-strict
+    build, replay against rtol 1e-6 on 99.9 % of every output's entries and for new NaN/Inf."""
+    form = "graupel_run_dyn.opt_nohooks"
+    ncells, nlev = size
+    kw = fx.inputs(form, fx.load(form), ncells=ncells, nlev=nlev)
+    wet = np.mean(np.any([kw[f"q_in_{i}"] > 0.0 for i in range(2, 6)], axis=0))
+    variants = {"gt4py default flags": _compile_default_flags(fx.load(form)),
+                "gt4py IEEE-strict": fx.compile_once("bench_graupel_strict", fx.load(form)),
+                "blocked (exact)": fx.compile_once("bench_graupel_blocked", _graupel_blocked("blocked", "exact")),
+                "blocked_simd (replay)": fx.compile_once("bench_graupel_blocked_simd",
+                                                         _graupel_blocked("blocked_simd", "replay"))}
+    outs = {}
+    for k, c in variants.items():
+        a = fx.fresh(kw)
+        c(**a)
+        outs[k] = {n: v for n, v in a.items() if isinstance(v, np.ndarray)}
+    fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["blocked (exact)"])
+    rows = [f"graupel_run_dyn {ncells}x{nlev}: {100 * wet:.0f}% of the (cell, level) points hold precipitation; "
+            "blocked (exact) bitwise equal to the IEEE-strict build"]
+    ref, rep = outs["gt4py IEEE-strict"], outs["blocked_simd (replay)"]
+    for n in sorted(ref):
+        x, y = ref[n], rep[n]
+        if x.dtype.kind != "f" or np.array_equal(x, y, equal_nan=True):
+            continue
+        fin = np.isfinite(x)
+        rel = np.where(fin, np.abs(x - y) / np.maximum(np.abs(x), np.finfo(float).tiny), 0.0)
+        rows.append(f"  replay error {n:8}: max rel {rel.max():.2e}, entries beyond rtol 1e-6 "
+                    f"{100 * np.mean(rel > 1e-6):.4f}%, new NaN/Inf {int(np.sum(fin & ~np.isfinite(y)))}")
+    times = {k: [] for k in variants}
+    for _ in range(samples):   # interleaved: load changes on the shared machine hit every variant alike
+        for k, c in variants.items():
+            times[k] += samples_of(c, kw, 1, 1)
+    base = min(times["gt4py default flags"])
+    for k, t in times.items():
+        rows.append(f"  {k:22} min {min(t):.3e} s  med {np.median(t):.3e} s  speed-up vs default flags "
+                    f"{base / min(t):5.2f}")
+    if profile:
+        for k, sd in (("gt4py IEEE-strict", fx.load(form)), ("blocked (exact)", _graupel_blocked("blocked", "exact"))):
+            rows.append(f"  profile {k}: {_state_profile(sd, kw)}")
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ncells", type=int, default=20480)
     ap.add_argument("--nlev", type=int, default=65)
     ap.add_argument("--samples", type=int, default=7)
     ap.add_argument("--repeat", type=int, default=50)
+    ap.add_argument("--only", choices=("all", "dycore_pair", "graupel_blocked"), default="all")
+    ap.add_argument("--profile", action="store_true", help="graupel_blocked: per-state times (DaCe timers)")
     a = ap.parse_args(argv)
     if not fx.available():
         print(fx.SKIP_REASON)
+        return 0
+    if a.only == "graupel_blocked":
+        print("\n".join(bench_graupel_blocked((a.ncells, a.nlev), a.samples, a.profile)))
+        return 0
+    pair_rows = bench_dycore_pair((a.ncells, a.nlev), a.samples, max(1, a.repeat // 10))
+    if a.only == "dycore_pair":
+        print("\n".join(pair_rows))
         return 0
     rows: list = []
     bench("graupel_run (static)", ["graupel_run.opt_hooks", "graupel_run.opt_nohooks"], "graupel_run.opt_nohooks",
@@ -99,6 +250,8 @@ def main(argv=None) -> int:
     for label, size, base, tb, to, counts in rows:
         applied = ", ".join(f"{k}={v}" for k, v in counts.items())
         print(f"{label:28} {size:>12} {base:>14} {tb:11.3e} {to:11.3e} {tb / to:9.2f}  {applied}")
+    print("\n".join(pair_rows))
+    print("\n".join(bench_graupel_blocked((a.ncells, a.nlev), a.samples, a.profile)))
     return 0
 
 

@@ -4,10 +4,19 @@ For cumsum and the linear recurrence at ``ncol x nlev`` (default 81920 x 90, flo
 layouts: every expansion, ``auto``, NumPy, numba and JAX (``benchmarks/peers.py``), and the naive
 Map->k-loop schedule (which is what the ``sequential`` expansion and gt4py's scan lowering generate),
 timed in one run together with the bandwidth probe. Run: ``python benchmarks/bench_scans.py [ncol nlev]``.
+
+Few long columns (``parallel_prefix`` against ``sequential``, 1 and 2 columns x ``nlev`` levels, each
+with 1 and 2 OpenMP threads set through libgomp, outputs checked bitwise equal across the thread
+counts): ``python benchmarks/bench_scans.py long [nlev]`` (default 4M levels).
+
+A windowed general scan (``y[k] = 0.5 y[k-1] + x[k] + x[k-1] + x[k-2] + x[k-3]``, the body reading
+``x`` at offsets 0, -1, -2, -3), ``kcached`` against ``sequential`` in both layouts, outputs checked
+bitwise equal: part of the main table, or alone with ``python benchmarks/bench_scans.py window [ncol nlev]``.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -66,6 +75,51 @@ def general_scan_sdfg(impl: str, layout: str) -> dace.SDFG:
     return sdfg
 
 
+def _window_body(c, x, k):
+    (y,) = c
+    y2 = y * 0.5 + x[0] + x[0, -1] + x[0, -2] + x[0, -3]
+    return (y2,), ()
+
+
+def window_scan_sdfg(impl: str, layout: str) -> dace.SDFG:
+    """A general scan reading its input at level offsets 0, -1, -2, -3 (``kcached``'s case)."""
+
+    def prog(x, y0, out):
+        out[:] = sdfg_scan.scan(_window_body, (y0,), (x,), axis=1)
+
+    prog.__annotations__ = dict(x=F64[N, K], y0=F64[N], out=F64[N, K])
+    sdfg = dace.program(prog).to_sdfg(simplify=True)
+    sdfg.name = f"bench_window_scan_{impl}_{layout}"
+    if layout == "cell":
+        for name in ("x", "out"):
+            sdfg.arrays[name].strides = (1, N)
+    for n, _ in sdfg.all_nodes_recursive():
+        if isinstance(n, Scan):
+            n.implementation = impl
+    return sdfg
+
+
+def window_rows(ncol: int = 81920, nlev: int = 90, layouts=("k", "cell")) -> list[Row]:
+    """``sequential`` and ``kcached`` on the windowed scan; raises if their outputs differ in a bit."""
+    rng = np.random.default_rng(0)
+    field = ncol * nlev * 8
+    rows: list[Row] = []
+    for layout in layouts:
+        x = numpy_array(rng.random((ncol, nlev)), 1, layout)
+        y0 = np.zeros(ncol)
+        base, first = None, None
+        for impl in ("sequential", "kcached"):
+            out = numpy_array(np.zeros((ncol, nlev)), 1, layout)
+            prog = window_scan_sdfg(impl, layout).compile()
+            t = best_time(compiled_call(prog, x=x, y0=y0, out=out, N=ncol, K=nlev))
+            first = out.copy() if first is None else first
+            if not np.array_equal(out.view(np.uint64), first.view(np.uint64)):
+                raise AssertionError(f"windowed scan, {layout}: kcached differs from sequential")
+            base = base or t
+            rows.append(Row("general scan (window k-3..k)", layout, impl, t, 2 * field, base))
+    return rows
+
+
 def linrec_numpy(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     y = np.zeros(a.shape[0])
     for k in range(a.shape[1]):
@@ -111,9 +165,63 @@ def main(ncol: int = 81920, nlev: int = 90) -> list[Row]:
             base = base or t
             label = "sequential (naive Map->k-loop)" if impl == "sequential" else impl
             rows.append(Row("general scan (linear recurrence body)", layout, label, t, 3 * field, base))
+    rows += window_rows(ncol, nlev)
     print_table(rows, probe, f"scans, float64, ncol={ncol}, nlev={nlev}")
     return rows
 
 
+def _set_threads():
+    """``omp_set_num_threads`` of the libgomp the compiled SDFGs share with this process."""
+    import ctypes
+    import ctypes.util
+
+    gomp = ctypes.CDLL(ctypes.util.find_library("gomp") or "libgomp.so.1")
+    return gomp.omp_set_num_threads
+
+
+def long_columns(nlev: int = 4 * 2**20, repeats: int = 15) -> list[Row]:
+    """``parallel_prefix`` vs ``sequential`` on 1 and 2 K-contiguous columns of ``nlev`` levels."""
+    set_threads = _set_threads()
+    rng = np.random.default_rng(0)
+    probe = bandwidth_probe(2 * nlev * 8)
+    rows: list[Row] = []
+    progs = {(kind, impl): (cumsum_sdfg if kind == "cumsum" else linrec_sdfg)(impl, "k").compile()
+             for kind in ("cumsum", "linrec") for impl in ("sequential", "parallel_prefix")}
+    for ncol in (1, 2):
+        x, a = rng.random((ncol, nlev)), rng.uniform(0.5, 1.0, (ncol, nlev))
+        for kind in ("cumsum", "linrec"):
+            ins = {"_in": x} if kind == "cumsum" else {"a": a, "b": x}
+            field = ncol * nlev * 8
+            nbytes = (len(ins) + 1) * field
+            seq_out, bits = None, {}
+            base = None
+            for impl in ("sequential", "parallel_prefix"):
+                for threads in (1, 2):
+                    set_threads(threads)
+                    out = np.zeros((ncol, nlev))
+                    t = best_time(compiled_call(progs[kind, impl], **ins, _out=out, N=ncol, K=nlev), repeats)
+                    base = base or t
+                    if impl == "sequential":
+                        seq_out = out.copy()
+                    else:
+                        bits[threads] = out.copy()
+                    rel = float(np.max(np.abs(out - seq_out) / np.abs(seq_out)))
+                    rows.append(Row(f"{'cumsum' if kind == 'cumsum' else 'linear recurrence'} {ncol} x {nlev}",
+                                    "k", f"{impl}, {threads} thread{'s' if threads > 1 else ''} (rel {rel:.0e})",
+                                    t, nbytes, base))
+            same = np.array_equal(bits[1].view(np.uint64), bits[2].view(np.uint64))
+            print(f"{kind} {ncol} x {nlev}: parallel_prefix bitwise identical for 1 and 2 threads: {same}")
+    set_threads(int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1))
+    print_table(rows, probe, f"few long columns, float64, nlev={nlev} (time: best of {repeats})")
+    return rows
+
+
 if __name__ == "__main__":
-    main(*(int(v) for v in sys.argv[1:3]))
+    if sys.argv[1:2] == ["long"]:
+        long_columns(*(int(v) for v in sys.argv[2:3]))
+    elif sys.argv[1:2] == ["window"]:
+        ncol, nlev = ([int(v) for v in sys.argv[2:4]] + [81920, 90])[:2] if sys.argv[3:4] else (81920, 90)
+        print_table(window_rows(ncol, nlev), bandwidth_probe(2 * 8 * ncol * nlev),
+                    f"windowed general scan, float64, ncol={ncol}, nlev={nlev}")
+    else:
+        main(*(int(v) for v in sys.argv[1:3]))

@@ -9,7 +9,8 @@ global memory is built after ``apply_gpu_transformations()`` with the exact nvcc
 
 - ``exact`` expansions: bitwise equal to the reference (NaN positions aside, there are none here);
 - ``replay`` expansions: within 1e-12 relative of the reference, and bitwise equal to themselves
-  over a second run (the replay promise).
+  over a second run (the replay promise); ``parallel_prefix`` is checked against its pinned chunked
+  reference (``order="chunked"``), which the nvcc flags make bitwise.
 
 Then each is timed (best of ``--repeats`` device-synchronised calls through ``fast_call``) and
 reported as GB/s and as a fraction of a device copy probe (``cupy.copyto`` over a field).
@@ -17,7 +18,11 @@ reported as GB/s and as a fraction of a device copy probe (``cupy.copyto`` over 
 Usage::
 
     python benchmarks/gpu_check.py [--ncol 327680] [--nlev 90] [--repeats 20] [--build-only]
-                                   [--only "column sum,window M=3"] [--layouts k,cell]
+                                   [--only "column sum,window M=3"] [--layouts k,cell] [--chunk C]
+
+Few long columns (``parallel_prefix`` against ``sequential``)::
+
+    python benchmarks/gpu_check.py --ncol 2 --nlev 4194304 --only "cumsum,linear recurrence" --layouts k --chunk 1024
 
 ``--build-only`` compiles every SDFG (nvcc + host) and stops: it needs nvcc, not a GPU or cupy,
 and is what the test suite runs where nvcc exists. Exit status 1 if any check fails.
@@ -52,9 +57,10 @@ def _cases():
     col = {"_out": ([N], F64, False)}
     return [
         ("cumsum", lambda: CumulativeScan("cs", op="sum", axis=1), {"_in": FIELD}, {"_out": FIELD},
-         ("sequential",), lambda i, n: R.cumulative(i["_in"], "sum", axis=1), 2),
+         ("sequential", "parallel_prefix"), lambda i, n: R.cumulative(i["_in"], "sum", axis=1, **_order(n)), 2),
         ("linear recurrence", lambda: LinearRecurrence("lr", axis=1), {"a": FIELD, "b": FIELD}, {"_out": FIELD},
-         ("sequential",), lambda i, n: R.linear_recurrence(i["a"], i["b"], axis=1), 3),
+         ("sequential", "parallel_prefix"), lambda i, n: R.linear_recurrence(i["a"], i["b"], axis=1, **_order(n)),
+         3),
         ("tridiagonal solve", lambda: TridiagonalSolve("tri", axis=1), tri_ins, {"x": FIELD},
          ("thomas", "pcr", "cusparse"), lambda i, n: R.tridiagonal_solve(i["a"], i["b"], i["c"], i["d"], axis=1), 5),
         ("column sum", lambda: ColumnReduce("rs", op="sum", axis=1), {"_in": FIELD}, col,
@@ -66,6 +72,13 @@ def _cases():
     ]
 
 
+def _order(node) -> dict:
+    """The reference order of ``node``'s implementation: ``parallel_prefix`` pins the chunked one."""
+    if node.implementation == "parallel_prefix":
+        return {"order": "chunked", "chunk": node.chunk_size}
+    return {}
+
+
 def _reduce_ref(op):
     def ref(ins, node):
         order = {"tree": "tree", "lanes": "lanes"}.get(node.implementation, "sequential")
@@ -73,9 +86,11 @@ def _reduce_ref(op):
     return ref
 
 
-def build(case, factory, inputs, outputs, impl, layout, build_only):
+def build(case, factory, inputs, outputs, impl, layout, build_only, chunk=0):
     node = factory()
     node.implementation = impl
+    if chunk and impl == "parallel_prefix":
+        node.chunk_size = chunk
     name = f"gpu_check_{case.replace(' ', '_').replace('=', '')}_{impl}_{layout}"
     sdfg = one_node_sdfg(name, node, inputs, outputs, 1, layout)
     for desc in sdfg.arrays.values():
@@ -111,6 +126,7 @@ def main(argv=None) -> int:
     p.add_argument("--build-only", action="store_true")
     p.add_argument("--only", default="", help="comma-separated case names to run (default: all)")
     p.add_argument("--layouts", default="k,cell", help="comma-separated layouts among k, cell")
+    p.add_argument("--chunk", type=int, default=0, help="chunk_size of parallel_prefix (default: the node's)")
     args = p.parse_args(argv)
     exact_cuda_flags()
     only = {s.strip() for s in args.only.split(",") if s.strip()}
@@ -130,7 +146,7 @@ def main(argv=None) -> int:
             for impl in impls:
                 label = f"{case} | {layout} | {impl}"
                 try:
-                    prog, node = build(case, factory, inputs, outputs, impl, layout, args.build_only)
+                    prog, node = build(case, factory, inputs, outputs, impl, layout, args.build_only, args.chunk)
                 except Exception as e:  # noqa: BLE001 - report every case, fail at the end
                     failures.append(f"{label}: build failed: {type(e).__name__}: {str(e)[:300]}")
                     print(failures[-1])

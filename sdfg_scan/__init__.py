@@ -14,9 +14,11 @@ from sdfg_scan.nodes import *  # noqa: F401,F403  (node classes must be attribut
 globals().update({k: v for k, v in vars(_nodes).items() if isinstance(v, type) and not k.startswith("_")
                   and k not in ("ColumnNode", "AutoExpansion")})
 
+from sdfg_scan.associative import associative_scan  # noqa: E402,F401
+from sdfg_scan.autotune import autotune  # noqa: E402,F401
 from sdfg_scan.frontend import *  # noqa: E402,F401,F403
 from sdfg_scan.pipeline import optimize  # noqa: E402,F401
-from sdfg_scan.select import exact_cuda_flags, select_expansions  # noqa: E402,F401
+from sdfg_scan.select import compile_flags, exact_cuda_flags, select_expansions  # noqa: E402,F401
 
 register_library(__name__, "sdfg_scan")
 

@@ -5,34 +5,73 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import dace
+if TYPE_CHECKING:  # dace is imported when a command runs, not for ``--help``
+    import dace
 
-from sdfg_scan.scan_structure import find_scans
 
+def load(path: str, command: str) -> dace.SDFG | None:
+    """The SDFG in ``path``, or ``None`` after one clear line on stderr (missing, unreadable, not an SDFG)."""
+    import dace
 
-def _load(path: str) -> dace.SDFG:
+    p = Path(path)
+    if not p.is_file():
+        print(f"sdfg-scan {command}: '{path}' " + ("is a directory" if p.is_dir() else "does not exist")
+              + "; expected an .sdfg or .sdfgz file", file=sys.stderr)
+        return None
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))  # gt4py's lowered SDFGs nest ~100 deep
-    return dace.SDFG.from_file(path)
+    try:
+        return dace.SDFG.from_file(str(p))
+    except Exception as e:  # noqa: BLE001 - any failure to parse is reported as one line
+        print(f"sdfg-scan {command}: cannot read '{path}' as an SDFG ({type(e).__name__}: {e})", file=sys.stderr)
+        return None
+
+
+def node_rows(sdfg: dace.SDFG) -> list[tuple[str, str, str, str, str]]:
+    """``(kind, name, implementation, reproducibility class, label)`` of every sdfg_scan library node."""
+    from sdfg_scan.nodes.base import ColumnNode
+
+    rows = []
+    for node, _ in sdfg.all_nodes_recursive():
+        if isinstance(node, ColumnNode):
+            rows.append((type(node).__name__, node.name, str(node.implementation), node.implementation_class() or "-",
+                         str(node)))
+    return rows
+
+
+def print_nodes(sdfg: dace.SDFG) -> None:
+    """The table of sdfg_scan nodes (:func:`node_rows`)."""
+    rows = node_rows(sdfg)
+    print(f"sdfg_scan nodes ({len(rows)}):")
+    for kind, name, impl, klass, label in rows:
+        print(f"  {kind:18} {name:24} {impl:16} {klass:7} {label}")
 
 
 def _applicable(site) -> list[str]:
-    s = site.structure
-    out = []
-    if type(site.node).__name__ != "Scan":
-        out.append("LiftScans")
-    if s.self_copies:
-        out.append("RemoveScanSelfCopies")
-    if any(c.kind in ("pass_through", "delay_line", "unused") for c in s.carries.values()):
-        out.append("DeadCarryElimination")
-    if s.branches:
-        out.append("PeelBoundaryLevels")
+    """The transformations that apply to the scan at ``site``, each decided by the very predicate its
+    ``can_be_applied`` uses (on the same analysis, ``site.structure``), so ``inspect`` never suggests
+    what ``optimize`` then applies 0 times."""
     from dace.sdfg import nodes
 
+    from sdfg_scan.transformations import LiftScans
+    from sdfg_scan.transformations.dead_carry_elimination import dead_carries
+    from sdfg_scan.transformations.peel_boundary_levels import peel_plan
+    from sdfg_scan.transformations.remove_scan_self_copies import removable_self_copies
     from sdfg_scan.transformations.scan_loop_interchange import can_interchange, profitable
-    me = site.state.entry_node(site.node)
-    if isinstance(site.node, nodes.NestedSDFG) and isinstance(me, nodes.MapEntry) \
-            and can_interchange(site.state, me, site.node):
+
+    s = site.structure
+    out = []
+    if isinstance(site.node, nodes.NestedSDFG) and LiftScans.can_be_applied_to(site.parent, nsdfg=site.node):
+        out.append("LiftScans")
+    if removable_self_copies(s):
+        out.append("RemoveScanSelfCopies")
+    if dead_carries(s):
+        out.append("DeadCarryElimination")
+    if peel_plan(s):
+        out.append("PeelBoundaryLevels")
+    me = site.state.entry_node(site.node) if isinstance(site.node, nodes.NestedSDFG) else None
+    if isinstance(me, nodes.MapEntry) and can_interchange(site.state, me, site.node):
         out.append("ScanLoopInterchange" + ("" if profitable(site.state, me, site.node) else " (not profitable here)"))
     return out
 
@@ -42,9 +81,15 @@ def inspect_args(p: argparse.ArgumentParser) -> None:
 
 
 def inspect(args: argparse.Namespace) -> int:
-    sdfg = _load(args.file)
+    from sdfg_scan.scan_sites import find_scans
+
+    sdfg = load(args.file, "inspect")
+    if sdfg is None:
+        return 2
+    print(f"{args.file}:")
+    print_nodes(sdfg)
     sites = find_scans(sdfg)
-    print(f"{args.file}: {len(sites)} scan(s)")
+    print(f"\n{len(sites)} scan(s)")
     for i, site in enumerate(sites):
         s = site.structure
         print(f"\nscan {i}: {type(site.node).__name__} '{site.node.label}' in state '{site.state.label}'")
@@ -93,7 +138,9 @@ def optimize(args: argparse.Namespace) -> int:
         print(f"sdfg-scan optimize: refusing to overwrite the input '{args.file}'; choose another -o", file=sys.stderr)
         return 2
     inplace = _pairs(args.inplace)
-    sdfg = _load(args.file)
+    sdfg = load(args.file, "optimize")
+    if sdfg is None:
+        return 2
     try:
         sdfg.validate()
     except Exception as e:  # noqa: BLE001 - report any validation failure as a clear refusal
@@ -103,6 +150,8 @@ def optimize(args: argparse.Namespace) -> int:
     report = run_pipeline(sdfg, target=args.target, reproducibility=args.reproducibility, inplace=inplace or None)
     sdfg.save(str(dst))
     print(report.table())
+    print()
+    print_nodes(sdfg)
     print(f"written: {dst}")
     return 0
 
@@ -114,4 +163,4 @@ COMMANDS = {
                  optimize_args, optimize),
 }
 
-__all__ = ["COMMANDS", "inspect", "inspect_args", "optimize", "optimize_args"]
+__all__ = ["COMMANDS", "inspect", "inspect_args", "load", "node_rows", "optimize", "optimize_args", "print_nodes"]

@@ -39,6 +39,11 @@ def _equal(got: np.ndarray, want: np.ndarray, exact: bool) -> bool:
     return bool(np.allclose(got, want, rtol=1e-10, atol=1e-12, equal_nan=True))
 
 
+def progress(message: str) -> None:
+    """One line on stderr per step of a long run (the table on stdout stays clean)."""
+    print(f"sdfg-scan demo: {message}", file=sys.stderr, flush=True)
+
+
 def run_sample(sample: ModuleType, out=sys.stdout) -> bool:
     """Compile, run and check every implementation of ``sample``; print one row each."""
     rng = np.random.default_rng(0)
@@ -46,12 +51,14 @@ def run_sample(sample: ModuleType, out=sys.stdout) -> bool:
     want = sample.expected(args)
     ok = True
     for impl in sample.IMPLEMENTATIONS:
+        progress(f"{sample.TITLE} [{impl}]: building and compiling ...")
         sdfg = sample.build(impl)
         node = next(n for n, _ in sdfg.all_nodes_recursive() if hasattr(n, "implementations"))
         exp = type(node).implementations[impl]
         t0 = time.perf_counter()
         prog = sdfg.compile()
         compile_s = time.perf_counter() - t0
+        progress(f"{sample.TITLE} [{impl}]: compiled in {compile_s:.1f} s; running and checking ...")
         call = {k: (v.copy(order="K") if isinstance(v, np.ndarray) else v) for k, v in args.items()}
         prog(**call)
         run_ms = float("inf")
@@ -79,4 +86,4 @@ def main(names: list[str] | None = None) -> int:
     return 0 if ok else 1
 
 
-__all__ = ["DEMO_SAMPLES", "load_sample", "main", "run_sample"]
+__all__ = ["DEMO_SAMPLES", "load_sample", "main", "progress", "run_sample"]

@@ -2,113 +2,23 @@
 
 Each public function is a plain NumPy implementation when called from Python (the reference), and a
 ``dace.frontend.common.op_repository`` replacement adds the library node when the DaCe frontend
-parses a call to it. ``np.cumsum``/``np.cumprod`` calls inside a program are lowered to
-``CumulativeScan`` as well (instead of DaCe's default Python callback).
+parses a call to it. ``np.cumsum``/``np.cumprod`` and ``x.cumsum()``/``x.cumprod()`` inside a program
+are lowered to ``CumulativeScan`` as well, with NumPy's semantics (instead of DaCe's default Python
+callback). The cumulative scans live in :mod:`sdfg_scan.frontend_cumulative`, the windowed reduction
+in :mod:`sdfg_scan.frontend_window`, the shared helpers in :mod:`sdfg_scan.frontend_common`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import dace
 import numpy as np
-from dace.frontend.common import op_repository as oprepo
 
 from sdfg_scan import reference
-from sdfg_scan.nodes.cumulative_scan import CumulativeScan
+from sdfg_scan.frontend_common import add_node, axis_argument, input_desc, literal  # noqa: F401
+from sdfg_scan.frontend_common import replaces as _replaces
+from sdfg_scan.frontend_cumulative import cummax, cummin, cumprod, cumsum  # noqa: F401
+from sdfg_scan.frontend_window import window_reduce  # noqa: F401
 from sdfg_scan.nodes.linear_recurrence import LinearRecurrence
-
-
-def _replaces(*names: str) -> Callable:
-    """Register one lowering under every name a program may call it by."""
-
-    def wrap(fn: Callable) -> Callable:
-        for name in names:
-            oprepo.replaces(name)(fn)
-        return fn
-
-    return wrap
-
-
-def literal(value, what: str):
-    """A frontend argument as a Python value (string literals arrive wrapped, with ``.value``)."""
-    value = getattr(value, "value", value)
-    if isinstance(value, str) and what != "op":
-        raise ValueError(f"sdfg_scan.{what}: expected a constant, got the data name '{value}'")
-    return value
-
-
-def input_desc(sdfg: dace.SDFG, name, api: str) -> dace.data.Data:
-    """The descriptor of an array argument, with a clear error for anything else."""
-    if not isinstance(name, str) or name not in sdfg.arrays:
-        raise TypeError(f"sdfg_scan.{api}: expected an array, got {name!r}")
-    desc = sdfg.arrays[name]
-    if len(desc.shape) == 0 or isinstance(desc, dace.data.Scalar):
-        raise TypeError(f"sdfg_scan.{api}: expected an array with the scan axis, got the scalar '{name}'")
-    return desc
-
-
-def add_node(sdfg: dace.SDFG, state: dace.SDFGState, node: dace.nodes.LibraryNode, inputs: dict[str, str],
-             outputs: dict[str, str]) -> None:
-    """Add ``node`` with whole-array memlets from ``inputs`` and to ``outputs`` (connector -> data)."""
-    state.add_node(node)
-    for conn, data in inputs.items():
-        state.add_edge(state.add_read(data), None, node, conn, dace.Memlet.from_array(data, sdfg.arrays[data]))
-    for conn, data in outputs.items():
-        state.add_edge(node, conn, state.add_write(data), None, dace.Memlet.from_array(data, sdfg.arrays[data]))
-
-
-# -- cumulative scans ------------------------------------------------------------------------------
-
-def cumsum(x, axis: int = -1, reverse: bool = False, exclusive: bool = False):
-    """Cumulative sum along ``axis`` (``CumulativeScan(op="sum")`` inside ``@dace.program``)."""
-    return reference.cumulative(x, "sum", axis, reverse, exclusive)
-
-
-def cumprod(x, axis: int = -1, reverse: bool = False, exclusive: bool = False):
-    """Cumulative product along ``axis`` (``CumulativeScan(op="prod")``)."""
-    return reference.cumulative(x, "prod", axis, reverse, exclusive)
-
-
-def cummin(x, axis: int = -1, reverse: bool = False, exclusive: bool = False):
-    """Running minimum along ``axis`` (``CumulativeScan(op="min")``; NaN propagates like np.minimum)."""
-    return reference.cumulative(x, "min", axis, reverse, exclusive)
-
-
-def cummax(x, axis: int = -1, reverse: bool = False, exclusive: bool = False):
-    """Running maximum along ``axis`` (``CumulativeScan(op="max")``; NaN propagates like np.maximum)."""
-    return reference.cumulative(x, "max", axis, reverse, exclusive)
-
-
-def _lower_cumulative(op: str, api: str, default_axis: int | None = -1):
-    """The lowering of ``sdfg_scan.<api>`` (axis defaults to -1) or ``np.<api>`` (axis defaults to None)."""
-
-    def lower(pv, sdfg, state, x, axis=default_axis, reverse=False, exclusive=False, dtype=None, out=None):
-        desc = input_desc(sdfg, x, api)
-        axis = literal(axis, api)
-        if axis is None:
-            if len(desc.shape) != 1:
-                raise ValueError(f"sdfg_scan.{api}: axis=None flattens an N-d array, which sdfg_scan does not "
-                                 f"lower; pass axis= explicitly (array '{x}' has rank {len(desc.shape)})")
-            axis = 0
-        if dtype is not None or out is not None:
-            raise ValueError(f"sdfg_scan.{api}: the dtype= and out= arguments are not supported; "
-                             f"cast or assign the result instead")
-        result, _ = sdfg.add_temp_transient(desc.shape, desc.dtype)
-        node = CumulativeScan(api, op=op, axis=int(axis), reverse=bool(literal(reverse, api)),
-                              exclusive=bool(literal(exclusive, api)))
-        add_node(sdfg, state, node, {"_in": x}, {"_out": result})
-        return result
-
-    return lower
-
-
-for _fn, _op in ((cumsum, "sum"), (cumprod, "prod"), (cummin, "min"), (cummax, "max")):
-    _replaces(f"sdfg_scan.{_fn.__name__}", f"sdfg_scan.frontend.{_fn.__name__}")(
-        _lower_cumulative(_op, _fn.__name__))
-_replaces("numpy.cumsum")(_lower_cumulative("sum", "cumsum", None))
-_replaces("numpy.cumprod")(_lower_cumulative("prod", "cumprod", None))
-
 
 # -- linear recurrence -----------------------------------------------------------------------------
 
@@ -126,7 +36,7 @@ def _lower_linear_recurrence(pv, sdfg, state, a, b, axis=-1, reverse=False, init
     input_desc(sdfg, b, "linear_recurrence")
     init = getattr(init, "value", init)
     has_init = isinstance(init, str)
-    node = LinearRecurrence("linear_recurrence", axis=int(literal(axis, "linear_recurrence")),
+    node = LinearRecurrence("linear_recurrence", axis=axis_argument(axis, len(desc.shape), "linear_recurrence"),
                             reverse=bool(literal(reverse, "linear_recurrence")), has_init=has_init,
                             init_value=0.0 if (init is None or has_init) else float(init))
     result, _ = sdfg.add_temp_transient(desc.shape, desc.dtype)
@@ -138,7 +48,6 @@ def _lower_linear_recurrence(pv, sdfg, state, a, b, axis=-1, reverse=False, init
 
 
 __all__ = ["cummax", "cummin", "cumprod", "cumsum", "linear_recurrence"]
-
 
 
 # -- tridiagonal solve (TridiagonalSolve, TridiagonalFactor) -----------------------------------------
@@ -166,7 +75,7 @@ def _lower_tridiagonal(api: str, node_cls, ins: tuple[str, ...], outs: tuple[str
         if len(args) != len(ins):
             raise TypeError(f"sdfg_scan.{api}: expected {len(ins)} arrays ({', '.join(ins)}), got {len(args)}")
         descs = [input_desc(sdfg, name, api) for name in args]
-        node = node_cls(api, axis=int(literal(axis, api)), **fixed)
+        node = node_cls(api, axis=axis_argument(axis, len(descs[-1].shape), api), **fixed)
         results = [sdfg.add_temp_transient(descs[-1].shape, descs[-1].dtype)[0] for _ in outs]
         add_node(sdfg, state, node, dict(zip(ins, args, strict=True)), dict(zip(outs, results, strict=True)))
         return results[0] if len(results) == 1 else tuple(results)
@@ -339,31 +248,4 @@ def _lower_scan(pv, sdfg, state, f, init, xs, axis=-1, reverse=False, emit="incl
     return results[0] if len(results) == 1 else tuple(results)
 
 
-__all__ += ["scan"]
-
-
-# -- windowed reductions (WindowReduce) -----------------------------------------------------------
-
-from sdfg_scan.nodes.window_reduce import WindowReduce  # noqa: E402
-
-
-def window_reduce(x, weights, offsets, axis: int = -1):
-    """``out[k] = sum_j weights[j] * x[k + offsets[j]]``, out-of-column terms skipped (``WindowReduce``)."""
-    return reference.window_reduce(x, weights, offsets, axis)
-
-
-@_replaces("sdfg_scan.window_reduce", "sdfg_scan.frontend.window_reduce")
-def _lower_window_reduce(pv, sdfg, state, x, weights, offsets, axis=-1):
-    api = "window_reduce"
-    desc = input_desc(sdfg, x, api)
-    weights, offsets = literal(weights, api), literal(offsets, api)
-    if not isinstance(weights, (list, tuple)) or not isinstance(offsets, (list, tuple)):
-        raise ValueError(f"sdfg_scan.{api}: weights and offsets must be constant lists, got {weights!r}, {offsets!r}")
-    result, _ = sdfg.add_temp_transient(desc.shape, desc.dtype)
-    node = WindowReduce(api, [float(literal(w, api)) for w in weights], [int(literal(o, api)) for o in offsets],
-                        axis=int(literal(axis, api)))
-    add_node(sdfg, state, node, {"_in": x}, {"_out": result})
-    return result
-
-
-__all__ += ["window_reduce"]
+__all__ += ["scan", "window_reduce"]

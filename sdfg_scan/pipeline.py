@@ -10,18 +10,22 @@ available is skipped and named in the report):
    ``node.sync_from_body()``), so lifting always sees gt4py's original structure and the
    canonicalisers work on the small body as one unit; scans that could not be lifted (not in a map)
    are canonicalised in place in the enclosing SDFG;
-3. restructure: ``ScanFusion`` then ``ScanFission``. Fusion joins scans over the same levels,
+3. ``ScanPairToTridiagonal`` replaces a Thomas forward sweep + back substitution by one
+   ``TridiagonalSolve`` (``exact=False``, i.e. algebraically identical forms within 1e-12, only when
+   the class asked for is weaker than ``exact``); restructure: ``ScanFusion`` then ``ScanFission``. Fusion joins scans over the same levels,
    fission then splits what is independent again, so the result is one scan per
    dependence-connected group (producer -> consumer pairs stay fused; scans with peeled levels are
    not fused with others: their loop ranges differ); then ``ScanToCumulative`` replaces a map
    whose scan is a plain cumulative sum by one N-d ``CumulativeScan`` (counted as
    ``scans_specialised``; such scans are no longer ``Scan`` nodes, so they leave ``scans_after``);
-4. for ``target="cpu"``: ``ScanLoopInterchange`` on every lifted scan whose map walks
-   cell-contiguous fields (:func:`~sdfg_scan.transformations.scan_loop_interchange.profitable`):
-   the scan is put back as a nested SDFG and its k-loop moved outside the map (counted as
-   ``scans_interchanged``; they are reported with implementation ``levels_outside``);
+4. ``LiftCellMap``: each lifted scan takes gt4py's map over cells into its node
+   (``columns="cells"``), so that the schedule over cells is the expansion's choice;
 5. for ``target="gpu"`` apply DaCe's GPU transformation; choose one implementation per sdfg_scan
-   node (:func:`sdfg_scan.select.select_expansions`) honouring the reproducibility class.
+   node (:func:`sdfg_scan.select.select_expansions`: cost model, autotune cache, reproducibility
+   floor). **Nothing is expanded**: the SDFG keeps its sdfg_scan nodes (DaCe expands them when it
+   compiles), so it can be saved, viewed, inspected and reselected for another target;
+6. ``exact``: the whole program is compiled IEEE-strict (:func:`sdfg_scan.select.pin_flags`); the
+   report's ``flags`` names the flags.
 
 Counts in the report: copies removed and carry slots rewritten are the canonicalisers'
 applications (one copy / one slot each); peeled branches, fused and split scans are read from the
@@ -36,12 +40,14 @@ from dataclasses import dataclass, field
 import dace
 
 from sdfg_scan.expansions import REPRODUCIBILITY
-from sdfg_scan.scan_structure import NotAScan, analyze_scan, find_scans
+from sdfg_scan.scan_sites import find_scans
+from sdfg_scan.scan_structure import NotAScan, analyze_scan
 
 CANONICALISE = ("RemoveScanSelfCopies", "DeadCarryElimination", "PeelBoundaryLevels")
 RESTRUCTURE = ("ScanFusion", "ScanFission")
 SPECIALISE = ("ScanToCumulative",)
-INTERCHANGE = "ScanLoopInterchange"
+PAIRS = "ScanPairToTridiagonal"   # two scans -> one TridiagonalSolve (counted as two specialised scans)
+TAKE_CELLS = "LiftCellMap"
 TARGETS = ("cpu", "gpu")
 
 
@@ -60,6 +66,8 @@ class ScanReport:
     branches_peeled: int = 0
     implementation: str | None = None
     reproducibility: str | None = None
+    kind: str = "NestedSDFG"
+    reason: str = ""
 
 
 @dataclass
@@ -80,7 +88,9 @@ class OptimizeReport:
     scans_split: int = 0
     outputs_in_place: int = 0
     scans_specialised: int = 0
-    scans_interchanged: int = 0
+    scans_with_cells: int = 0
+    flags: list[str] = field(default_factory=list)
+    nodes: list = field(default_factory=list)   # every sdfg_scan node's Choice (sdfg_scan.choice.Choice)
 
     def table(self) -> str:
         rows = [f"target={self.target} reproducibility={self.reproducibility} scans {self.scans_before} -> "
@@ -88,13 +98,27 @@ class OptimizeReport:
                 f"lifted {self.scans_lifted}, copies removed {self.copies_removed}, carry slots removed "
                 f"{self.carries_removed} / demoted {self.carries_demoted}, branches peeled {self.branches_peeled}, "
                 f"scans fused {self.scans_fused} / split {self.scans_split}, outputs in place {self.outputs_in_place}, "
-                f"specialised {self.scans_specialised}, interchanged {self.scans_interchanged}",
-                f"{'scan':24} {'dir':8} {'levels':28} lifted copies- carries peeled impl (class)"]
-        for s in self.scans:
-            rows.append(f"{s.label[:24]:24} {s.direction:8} {s.levels[:28]:28} {str(s.lifted):6} "
-                        f"{s.copies_removed:7} {s.carries_before}->{s.carries_after:<4} {s.branches_peeled:6} "
-                        f"{s.implementation} ({s.reproducibility})")
+                f"specialised {self.scans_specialised}, own their cell map {self.scans_with_cells}",
+                "compiler flags: " + (" ".join(self.flags) if self.flags else "the program's own (none added)")]
+        head = ("scan", "kind", "dir", "levels", "lifted", "copies-", "carries", "peeled", "impl (class)")
+        body = [(s.label, s.kind, s.direction, s.levels, str(s.lifted), str(s.copies_removed),
+                 f"{s.carries_before}->{s.carries_after}", str(s.branches_peeled),
+                 f"{s.implementation} ({s.reproducibility})") for s in self.scans]
+        rows += _columns([head] + body)
+        others = [c for c in self.nodes if c.kind != "Scan"]
+        if others:
+            rows.append("other sdfg_scan nodes:")
+            rows += _columns([("node", "kind", "impl (class)")] +
+                             [(c.node, c.kind, f"{c.implementation} ({c.reproducibility})") for c in others])
+        for c in self.nodes:
+            rows.append(f"  {c.node}: {c.reason}")
         return "\n".join(rows)
+
+
+def _columns(rows: list[tuple]) -> list[str]:
+    """Left-aligned columns as wide as their widest cell (nothing is cut)."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
 def _transformation(name: str):
@@ -105,13 +129,13 @@ def _transformation(name: str):
     return getattr(mod, name, None)
 
 
-def _apply(sdfg: dace.SDFG, name: str, report: OptimizeReport) -> int:
+def _apply(sdfg: dace.SDFG, name: str, report: OptimizeReport, options: dict | None = None) -> int:
     cls = _transformation(name)
     if cls is None:
         if name not in report.skipped:
             report.skipped.append(name)
         return 0
-    n = sdfg.apply_transformations_repeated(cls, validate=False)
+    n = sdfg.apply_transformations_repeated(cls, options=options, validate=False)
     report.applied[name] = report.applied.get(name, 0) + n
     return n
 
@@ -141,32 +165,6 @@ def _canonicalise_body(node, report: OptimizeReport) -> tuple[int, int, int, int
     return copies, removed, max(slots - removed, 0), max(0, len(before.branches) - len(after.branches))
 
 
-def _interchange(sdfg: dace.SDFG, report: OptimizeReport) -> int:
-    """Expand each profitable lifted scan back to its nested SDFG and interchange its map and k-loop."""
-    from dace.sdfg import nodes
-
-    cls = _transformation(INTERCHANGE)
-    if cls is None:
-        report.skipped.append(INTERCHANGE)
-        return 0
-    from sdfg_scan.transformations.scan_loop_interchange import can_interchange, profitable
-
-    done = 0
-    for node, state in _scan_nodes(sdfg):
-        me = state.entry_node(node)
-        if node.columns != "single" or not isinstance(me, nodes.MapEntry) or not profitable(state, me, node) \
-                or not can_interchange(state, me, node):   # checked before expanding: a refusal changes nothing
-            continue
-        node.implementation = "sequential"
-        node.expand(state.sdfg, state)
-        nsdfg = next(n for n in state.scope_children()[me] if isinstance(n, nodes.NestedSDFG))
-        if cls.can_be_applied_to(state.sdfg, map_entry=me, nsdfg=nsdfg):
-            cls.apply_to(state.sdfg, map_entry=me, nsdfg=nsdfg, verify=False, save=False)
-            done += 1
-    report.applied[INTERCHANGE] = done
-    return done
-
-
 def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact",
              inplace: dict[str, str] | None = None) -> OptimizeReport:
     """Optimise every column scan of ``sdfg`` in place and return what was done.
@@ -184,7 +182,7 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         raise ValueError(f"sdfg_scan.optimize: reproducibility must be one of {REPRODUCIBILITY}, "
                          f"got '{reproducibility}'")
     from sdfg_scan.nodes.scan import Scan
-    from sdfg_scan.select import select_expansions
+    from sdfg_scan.select import pin_flags, select_expansions
 
     report = OptimizeReport(target, reproducibility)
     report.scans_before = len(find_scans(sdfg))
@@ -215,7 +213,8 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         report.carries_removed += r
         report.carries_demoted += d
         report.branches_peeled += b
-    # 3. restructure
+    # 3. recognise a Thomas pair (before fusion could merge one of its scans with a neighbour), restructure
+    report.scans_specialised += 2 * _apply(sdfg, PAIRS, report, {"exact": reproducibility == "exact"})
     fused = _apply(sdfg, "ScanFusion", report)
     split_nodes = len(_scan_nodes(sdfg))
     _apply(sdfg, "ScanFission", report)
@@ -223,31 +222,30 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     report.scans_split = len(_scan_nodes(sdfg)) - split_nodes
     for name in SPECIALISE:
         report.scans_specialised += _apply(sdfg, name, report)
-    # 4. levels outside the maps (CPU, cell-contiguous fields)
-    if target == "cpu":
-        report.scans_interchanged = _interchange(sdfg, report)
-    # 5. select
+    # 4. each lifted scan takes its map over cells (the schedule over cells becomes an expansion)
+    report.scans_with_cells = _apply(sdfg, TAKE_CELLS, report)
+    # 5. select (nothing is expanded)
     if target == "gpu":
         sdfg.apply_gpu_transformations()
     sdfg.validate()
-    choices = {c.node: c for c in select_expansions(sdfg, reproducibility)}
+    report.nodes = select_expansions(sdfg, target=target, reproducibility=reproducibility)
+    choices = {c.node: c for c in report.nodes}
+    # 6. the reproducibility contract's compiler flags, for the whole program
+    report.flags = pin_flags(sdfg, reproducibility)
     after = find_scans(sdfg)
     report.scans_after = len(after)
-    from sdfg_scan.transformations.scan_loop_interchange import LEVEL  # an interchanged scan's one-level body
     for site in after:
         s = site.structure
-        r = ScanReport(site.node.label, s.direction, f"[{s.start}, {s.stop})", lifted=isinstance(site.node, Scan))
+        r = ScanReport(site.node.label, s.direction, f"[{s.start}, {s.stop})", lifted=isinstance(site.node, Scan),
+                       kind=type(site.node).__name__)
         r.carries_after = len(s.carries)
         r.carry_kinds_after = {k: len(s.slots(k)) for k in dict.fromkeys(c.kind for c in s.carries.values())}
         c, rm, dm, b = stats.get(id(site.node), (0, 0, 0, 0))
         r.copies_removed, r.branches_peeled = c, b
         r.carries_before = r.carries_after + rm + dm
-        if LEVEL in s.loop.loop_condition.as_string:
-            r.implementation, r.reproducibility = "levels_outside", "exact"
-        if isinstance(site.node, Scan):
-            r.implementation = site.node.implementation
-            ch = choices.get(site.node.label)
-            r.reproducibility = ch.reproducibility if ch else site.node.implementations[r.implementation].reproducibility  # type: ignore[attr-defined]  # set by declare
+        ch = choices.get(site.node.label)
+        if ch is not None:
+            r.implementation, r.reproducibility, r.reason = ch.implementation, ch.reproducibility, ch.reason
         report.scans.append(r)
     return report
 

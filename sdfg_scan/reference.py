@@ -42,6 +42,11 @@ from sdfg_scan.reference_levels import (  # noqa: F401
     identity,
     levels,
 )
+from sdfg_scan.reference_prefix import (  # noqa: F401
+    associative_scan,
+    cumulative_chunked,
+    linear_recurrence_chunked,
+)
 from sdfg_scan.reference_tridiagonal import (  # noqa: F401
     tridiagonal_factor,
     tridiagonal_solve,
@@ -49,10 +54,19 @@ from sdfg_scan.reference_tridiagonal import (  # noqa: F401
 )
 
 EMIT_MODES = ("inclusive", "exclusive", "include_initial")
+ORDERS = ("sequential", "chunked")
+
+
+def _chunked(order: str, chunk: int | None) -> bool:
+    if order not in ORDERS:
+        raise ValueError(f"sdfg_scan.reference: order must be one of {ORDERS}, got '{order}'")
+    if order == "chunked" and chunk is None:
+        raise ValueError("sdfg_scan.reference: order='chunked' needs chunk= (levels per chunk)")
+    return order == "chunked"
 
 
 def cumulative(x: np.ndarray, op: str = "sum", axis: int = -1, reverse: bool = False,
-               exclusive: bool = False) -> np.ndarray:
+               exclusive: bool = False, order: str = "sequential", chunk: int | None = None) -> np.ndarray:
     """Cumulative ``op`` along ``axis``.
 
     Reference loop (one column, forward, inclusive)::
@@ -62,7 +76,11 @@ def cumulative(x: np.ndarray, op: str = "sum", axis: int = -1, reverse: bool = F
 
     ``exclusive`` shifts by one level and starts from the identity of ``op`` (0, 1, +inf, -inf;
     the integer extremes for integer dtypes). ``reverse`` runs from the last level down.
+    ``order="chunked"`` with ``chunk=C`` is the pinned order of the ``parallel_prefix`` expansion
+    (:mod:`sdfg_scan.reference_prefix`).
     """
+    if _chunked(order, chunk):
+        return cumulative_chunked(x, op, axis, reverse, exclusive, chunk=chunk)  # type: ignore[arg-type]
     x = np.asarray(x)
     ax = _axis(x, axis)
     out = np.empty_like(x)
@@ -81,13 +99,16 @@ def cumulative(x: np.ndarray, op: str = "sum", axis: int = -1, reverse: bool = F
 
 
 def linear_recurrence(a: np.ndarray, b: np.ndarray, axis: int = -1, reverse: bool = False,
-                      init: Any = None) -> np.ndarray:
+                      init: Any = None, order: str = "sequential", chunk: int | None = None) -> np.ndarray:
     """``y[k] = a[k] * y[k-1] + b[k]`` with ``y[-1] = init`` (0 when ``init`` is None).
 
     ``init`` is a scalar or a K-less array (the shape of ``a`` without ``axis``). Backward
     (``reverse=True``): ``y[k] = a[k] * y[k+1] + b[k]`` with ``y[n] = init``. The product is
-    rounded before the sum (no fused multiply-add).
+    rounded before the sum (no fused multiply-add). ``order="chunked"`` with ``chunk=C``: the pinned
+    order of the ``parallel_prefix`` expansion (:mod:`sdfg_scan.reference_prefix`).
     """
+    if _chunked(order, chunk):
+        return linear_recurrence_chunked(a, b, axis, reverse, init, chunk=chunk)  # type: ignore[arg-type]
     a = np.asarray(a)
     b = np.asarray(b)
     if a.shape != b.shape:

@@ -219,9 +219,22 @@ def column_reduce(x: np.ndarray, op: str = "sum", axis: int = -1, mask: np.ndarr
     return (idx if op in ("argmin", "argmax") else acc).astype(_result_dtype(op, x.dtype))
 
 
-def window_reduce(x: np.ndarray, weights: Sequence[float], offsets: Sequence[int], axis: int = -1,
+def window_weight_kind(x_ndim: int, w_ndim: int) -> str:
+    """How a weights array of rank ``w_ndim`` maps onto an ``x`` of rank ``x_ndim`` (``window_reduce``).
+
+    ``"vector"`` (``(J,)``), ``"columns"`` (the shape of ``x`` without the level axis, then ``J``) or
+    ``"levels"`` (the shape of ``x``, then ``J``); anything else raises ``ValueError``."""
+    kinds = {x_ndim + 1: "levels", x_ndim: "columns", 1: "vector"}  # a 1-d x: (J,) is the vector form
+    if w_ndim not in kinds:
+        raise ValueError(f"sdfg_scan.window_reduce: weights of rank {w_ndim} do not fit an input of rank {x_ndim}; "
+                         f"expected rank 1 (J,), {x_ndim} (column shape + (J,)) or {x_ndim + 1} "
+                         f"(input shape + (J,))")
+    return kinds[w_ndim]
+
+
+def window_reduce(x: np.ndarray, weights: Sequence[float] | np.ndarray, offsets: Sequence[int], axis: int = -1,
                   body: Callable[[list, list, int], Any] | None = None) -> np.ndarray:
-    """``out[k] = sum_j w[j] * x[k + o[j]]`` along ``axis``, out-of-column terms skipped.
+    """``out[..., k] = sum_j w[..., j] * x[..., k + o[j]]`` along ``axis``, out-of-column terms skipped.
 
     Reference loop (one column)::
 
@@ -232,6 +245,13 @@ def window_reduce(x: np.ndarray, weights: Sequence[float], offsets: Sequence[int
                     acc = acc + w[j] * x[k + o[j]]   # w[j] rounded to x's dtype; no FMA
             out[k] = acc
 
+    ``weights`` is a sequence of ``J = len(offsets)`` numbers or an array whose last axis has length
+    ``J`` and whose other axes select the weights of each output element (see
+    :func:`window_weight_kind`): rank 1 ``(J,)`` (one weight per offset, as above); the column shape
+    ``x.shape`` without ``axis``, then ``J`` (per-column weights ``w[c, j]``); or ``x.shape`` then
+    ``J`` (per column and level: the weight of term ``j`` of output level ``k`` is ``w[c, k, j]``,
+    taken at the *output* level). Axes of length 1 broadcast. Weights are rounded to ``x``'s dtype.
+
     A level whose whole window lies outside the column gets ``-0.0``. With ``body``, ``out[k] =
     body(vals, valid, k)`` instead, where ``vals[j]`` is ``x[k + o[j]]`` (0 outside the column; a
     K-less array) and ``valid[j]`` the bool ``0 <= k + o[j] < n``.
@@ -240,11 +260,16 @@ def window_reduce(x: np.ndarray, weights: Sequence[float], offsets: Sequence[int
     offsets = [int(o) for o in offsets]
     if not offsets:
         raise ValueError("sdfg_scan.reference.window_reduce: offsets must not be empty")
-    if body is None and len(weights) != len(offsets):
-        raise ValueError(f"sdfg_scan.reference.window_reduce: {len(weights)} weights for {len(offsets)} offsets; "
-                         f"give one weight per offset")
     ax = _axis(x, axis)
     n = x.shape[ax]
+    w = None if body is not None else np.asarray(weights).astype(x.dtype)
+    if w is not None and (w.ndim == 0 or w.shape[-1] != len(offsets)):
+        raise ValueError(f"sdfg_scan.reference.window_reduce: {w.shape[-1] if w.ndim else 0} weights for "
+                         f"{len(offsets)} offsets; give one weight per offset")
+    if w is not None and w.ndim > 1:
+        if window_weight_kind(x.ndim, w.ndim) == "columns":  # per column: put a level axis of length 1 back
+            w = np.expand_dims(w, ax)
+        w = np.broadcast_to(w, x.shape + (len(offsets),))
     out = np.empty_like(x)
     zero = np.zeros(x.shape[:ax] + x.shape[ax + 1:], dtype=x.dtype)
     for k in range(n):
@@ -253,9 +278,11 @@ def window_reduce(x: np.ndarray, weights: Sequence[float], offsets: Sequence[int
             vals = [_level(x, ax, k + o) if v else zero for o, v in zip(offsets, inside, strict=True)]
             _set_level(out, ax, k, body(vals, inside, k))
             continue
+        assert w is not None
         acc = np.full(zero.shape, -0.0, dtype=x.dtype)
-        for w, o, v in zip(weights, offsets, inside, strict=True):
+        for j, (o, v) in enumerate(zip(offsets, inside, strict=True)):
             if v:
-                acc = acc + x.dtype.type(w) * _level(x, ax, k + o)
+                wj = w[j] if w.ndim == 1 else _level(w[..., j], ax, k)
+                acc = acc + wj * _level(x, ax, k + o)
         _set_level(out, ax, k, acc)
     return out

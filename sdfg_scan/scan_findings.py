@@ -4,7 +4,10 @@ Called by :func:`sdfg_scan.scan_structure.analyze_scan` once the loop, entry / e
 carries are known: ``_classify`` sets the kind (one of ``CARRY_KINDS``), update sources and
 outputs of each ``CarrySlot``; ``_find_branches`` returns the ``BoundaryBranch`` list and
 ``_find_self_copies`` the ``SelfCopy`` list, both recursing into nested SDFGs of the body.
-The dataclasses live in :mod:`sdfg_scan.scan_structure`, which imports this module lazily.
+The dataclasses live in :mod:`sdfg_scan.scan_model`; flags are the loop's constant flags
+(:func:`sdfg_scan.scan_flags.constant_flags`), self-copies are identity copies
+(:func:`sdfg_scan.identity_copies.identity_copies`) that move a carry's old value to where its new
+value goes. These are the facts the canonicalising transformations decide from.
 """
 
 from __future__ import annotations
@@ -16,14 +19,21 @@ from dace import symbolic
 from dace.sdfg import nodes
 from dace.sdfg.state import ConditionalBlock
 
+from sdfg_scan.identity_copies import identity_copies, single_element
 from sdfg_scan.scan_flow import _COUNTER, _accesses, _all_states, _is_write, _tasklet_code, _walk, value_source
-from sdfg_scan.scan_structure import BoundaryBranch, CarrySlot, ScanStructure, SelfCopy
+from sdfg_scan.scan_model import BoundaryBranch, CarrySlot, ScanStructure, SelfCopy
 
 
 # ------------------------------------------------------------------------------------------------
 # carry classification
 # ------------------------------------------------------------------------------------------------
-def _classify(sdfg, c: CarrySlot, body_states, reads_exposed, written, read_any) -> None:
+def _classify(sdfg, c: CarrySlot, body_states, reads_exposed, written, read_any, flags: dict[str, bool],
+              read_outside: set[str]) -> None:
+    """Set ``c.kind`` / ``detail`` / ``update_sources`` / ``outputs`` (and ``delay_of``, ``flag_value``).
+
+    ``flags``: the loop's constant flags; ``read_outside``: containers read before the loop (peeled
+    levels of the prologue) or after it (exit states).
+    """
     exposed = c.name in reads_exposed
     is_written = c.name in written
     sources = []
@@ -55,15 +65,16 @@ def _classify(sdfg, c: CarrySlot, body_states, reads_exposed, written, read_any)
             c.kind, c.detail = "unused", "neither read nor updated in the loop"
         return
     if not exposed:
-        if not c.outputs and not c.read_after and c.name not in read_any:
+        if c.name not in read_any and c.name not in read_outside:
             c.kind, c.detail = "unused", "updated but never read"
         else:
             c.kind, c.detail = "pass_through", "written every level before any read; never crosses a level"
         return
-    kinds = {s[0] for s in sources}
-    if sources and kinds == {"const"} and c.dtype == dace.bool_:
-        c.kind, c.detail = "flag", f"boolean set to a constant in the update ({sources[0][1]})"
+    if c.name in flags:
+        c.kind, c.flag_value = "flag", flags[c.name]
+        c.detail = f"boolean set to {flags[c.name]} on every level"
         return
+    kinds = {s[0] for s in sources}
     if sources and kinds == {"array"}:
         arrays = {s[1][0] for s in sources}
         if len(arrays) == 1:
@@ -113,7 +124,7 @@ def _find_branches(s: ScanStructure) -> list[BoundaryBranch]:
         env[c] = {f"carry:{c}"}
     found: list[BoundaryBranch] = []
 
-    def visit(sdfg, blocks, env, path):
+    def visit(sdfg, blocks, env, path, where):
         for b in blocks:
             for blk in _walk(b):
                 if isinstance(blk, ConditionalBlock):
@@ -124,20 +135,22 @@ def _find_branches(s: ScanStructure) -> list[BoundaryBranch]:
                             if _sympifiable(cond.as_string) else set(re.findall(r"[A-Za-z_]\w*", cond.as_string))
                         meaning = set().union(*(env.get(x, set()) for x in syms)) if syms else set()
                         if "level" in meaning:
-                            found.append(BoundaryBranch(blk, sdfg, "level", cond.as_string, None, path))
+                            found.append(BoundaryBranch(blk, sdfg, "level", cond.as_string, None, path, *where))
                             break
                         fl = sorted(m[6:] for m in meaning if m.startswith("carry:") and m[6:] in flags)
                         if fl:
-                            found.append(BoundaryBranch(blk, sdfg, "flag", cond.as_string, fl[0], path))
+                            conn = sorted(x for x in syms if f"carry:{fl[0]}" in env.get(x, set()))[0]
+                            found.append(BoundaryBranch(blk, sdfg, "flag", cond.as_string, fl[0], path, *where[:2],
+                                                        conn))
                             break
                 if isinstance(blk, dace.SDFGState):
                     for n in blk.nodes():
                         if isinstance(n, nodes.NestedSDFG):
                             inner = _nested_env(blk, n, env)
                             if inner:
-                                visit(n.sdfg, n.sdfg.nodes(), inner, path + (n.label,))
+                                visit(n.sdfg, n.sdfg.nodes(), inner, path + (n.label,), (n, blk))
 
-    visit(s.sdfg, s.body_blocks, env, ())
+    visit(s.sdfg, s.body_blocks, env, (), (None, None))
     return found
 
 
@@ -150,7 +163,13 @@ def _sympifiable(code: str) -> bool:
 
 
 def _find_self_copies(s: ScanStructure) -> list[SelfCopy]:
-    """Copies inside nested SDFGs of the body that move a carry's old value to where its new one goes."""
+    """Identity copies inside nested SDFGs of the body that pass a value unchanged to where a carry's new
+    value comes from (``SelfCopy.carry``: that carry).
+
+    In a nested SDFG placed in the column SDFG the copied value may be any transient single-element
+    container of the level (the carry itself or a temporary: gt4py's ``else: o = i`` branches); deeper
+    down it must be the carry's own old value.
+    """
     feeds: dict[str, set[str]] = {}
     for c in s.carries.values():
         f = {c.name} | set(c.update_sources)
@@ -163,7 +182,7 @@ def _find_self_copies(s: ScanStructure) -> list[SelfCopy]:
         feeds[c.name] = f
     out: list[SelfCopy] = []
 
-    def visit(sdfg, blocks, src_env, dst_env, path):
+    def visit(sdfg, blocks, src_env, dst_env, path, top):
         for b in blocks:
             for st in _all_states(b):
                 for n in st.nodes():
@@ -172,8 +191,13 @@ def _find_self_copies(s: ScanStructure) -> list[SelfCopy]:
                     ins, outs = {}, {}
                     for e in st.in_edges(n):
                         src = st.memlet_path(e)[0].src
-                        if isinstance(src, nodes.AccessNode) and src.data in src_env and not _is_write(st, src):
+                        if not isinstance(src, nodes.AccessNode):
+                            continue
+                        if src.data in src_env and not _is_write(st, src):
                             ins[e.dst_conn] = src_env[src.data]
+                        elif (top and src.data not in src_env and sdfg.arrays[src.data].transient
+                              and single_element(sdfg.arrays[src.data])):
+                            ins[e.dst_conn] = None  # a value computed in this level
                     for e in st.out_edges(n):
                         dst = st.memlet_path(e)[-1].dst
                         if isinstance(dst, nodes.AccessNode) and dst.data in dst_env:
@@ -181,16 +205,15 @@ def _find_self_copies(s: ScanStructure) -> list[SelfCopy]:
                     if not ins or not outs:
                         continue
                     inner = n.sdfg
-                    for ist in inner.all_states():
-                        for e in ist.edges():
-                            if (isinstance(e.src, nodes.AccessNode) and isinstance(e.dst, nodes.AccessNode)
-                                    and e.src.data in ins and e.dst.data in outs
-                                    and ins[e.src.data] == outs[e.dst.data] and ist.in_degree(e.src) == 0):
-                                out.append(SelfCopy(inner, ist, e, ins[e.src.data], e.src.data, e.dst.data,
-                                                    path + (n.label,)))
-                    visit(inner, inner.nodes(), ins, outs, path + (n.label,))
+                    for ist, e in identity_copies(n):
+                        if (e.src.data in ins and e.dst.data in outs and ist.in_degree(e.src) == 0
+                                and (top or ins[e.src.data] == outs[e.dst.data])):
+                            out.append(SelfCopy(inner, ist, e, outs[e.dst.data], e.src.data, e.dst.data,
+                                                path + (n.label,), n, st))
+                    carried = {k: v for k, v in ins.items() if v is not None}
+                    visit(inner, inner.nodes(), carried, outs, path + (n.label,), False)
 
     src_env = {c: c for c in s.carries}
     dst_env = {d: c for c, f in feeds.items() for d in f}
-    visit(s.sdfg, s.body_blocks, src_env, dst_env, ())
+    visit(s.sdfg, s.body_blocks, src_env, dst_env, (), True)
     return out

@@ -16,9 +16,11 @@ Public API (stable; used by LiftScans, the canonicalising transformations, ``opt
     analyze_scan(sdfg) -> ScanStructure            # raises NotAScan(reason) when it is not a scan
     scan_mismatch(sdfg) -> str | None              # the reason, or None when it is a scan
     is_scan(sdfg) -> bool
-    find_scans(sdfg) -> list[ScanSite]             # every scan (NestedSDFG or Scan node), recursively
     analyze_scan(sdfg, prologue=True)              # also accept blocks between entry and loop (peeled
                                                    # levels); used for Scan bodies (find_scans, validate)
+    analyze_loop(loop) -> ScanStructure | None     # the scan whose k-loop is ``loop`` (prologue=True)
+    sdfg_scan.scan_sites.find_scans(sdfg) -> list[ScanSite]   # every scan (NestedSDFG or Scan node),
+                                                   # recursively; above the node modules
 
     ScanStructure: sdfg, loop, variable, direction ("forward"|"backward"), start, stop (half-open
         level range [start, stop), symbolic in the column SDFG's symbols), first_level, last_level,
@@ -31,10 +33,13 @@ Public API (stable; used by LiftScans, the canonicalising transformations, ``opt
         update_sources (containers whose value is copied into the carry in the body),
         outputs (non-transient containers that receive the carry's per-level value),
         read_after (read in the exit states), delay_of ((container, subset) for delay lines),
-        detail (one human-readable sentence)
+        flag_value (the constant a flag is set to on every level), detail (one human-readable sentence)
     BoundaryBranch: block (ConditionalBlock), owner (SDFG holding it), kind ("level" | "flag"),
-        condition (str), carry (flag carry name or None), path (nested-SDFG labels to it)
-    SelfCopy: owner (SDFG), state, edge (the copy edge), carry, src, dst, path
+        condition (str), carry (flag carry name or None), path (nested-SDFG labels to it),
+        nsdfg / host (the NestedSDFG whose SDFG is ``owner`` and the state holding it; None for a
+        block of the column SDFG itself), connector (flag branches: the inner name of the flag)
+    SelfCopy: owner (SDFG), state, edge (the copy edge), carry, src, dst, path, nsdfg / host (the
+        NestedSDFG whose SDFG is ``owner`` and the state holding it)
 
 Carry kinds (``CARRY_KINDS``):
 
@@ -43,32 +48,37 @@ Carry kinds (``CARRY_KINDS``):
   crosses a level boundary); only delivers per-level outputs / the final value.
 - ``delay_line``: its new value is only a copy of an input read at the current level (so reads
   of it are that input at the previous level, ``x[k-1]`` forward / ``x[k+1]`` backward).
-- ``flag``: boolean whose every update is a constant (``is_first_level``).
+- ``flag``: boolean whose every update in the loop is the same constant, at least one of them
+  unconditional (``is_first_level``; :func:`sdfg_scan.scan_flags.constant_flags`).
 - ``counter``: integer updated as ``c + const`` / ``c - const``.
 - ``invariant``: read in the loop but never updated (the init value on every level).
-- ``unused``: neither read in the loop nor after it.
+- ``unused``: read nowhere: neither in the loop, nor before it (peeled levels), nor after it.
 
-Layout: this module holds the result dataclasses, ``analyze_scan`` and the public wrappers;
-:mod:`sdfg_scan.scan_flow` the loop / control-flow / data-flow helpers (and :class:`NotAScan`,
-``loop_range``, ``ordered_blocks``, ``used_in_control_flow``, ``value_source``, re-exported here);
-:mod:`sdfg_scan.scan_findings` carry classification, boundary branches and self-copies.
+Self-copies are identity copies (:func:`sdfg_scan.identity_copies.identity_copies`) inside nested
+SDFGs of the body that move a carry's old value to where its new value goes.
+
+Layout (imports flow downwards only; nothing here imports a node, expansion or transformation):
+:mod:`sdfg_scan.scan_model` the result dataclasses; :mod:`sdfg_scan.scan_flow` the loop /
+control-flow / data-flow helpers (and :class:`NotAScan`, ``loop_range``, ``ordered_blocks``,
+``used_in_control_flow``, ``value_source``, re-exported here); :mod:`sdfg_scan.scan_flags` constant
+flags; :mod:`sdfg_scan.scan_findings` carry classification, boundary branches and self-copies; this
+module ``analyze_scan`` and the public wrappers (dataclasses re-exported).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import dace
 from dace.sdfg import nodes
 from dace.sdfg.state import (
     BreakBlock,
-    ConditionalBlock,
     ContinueBlock,
     ControlFlowRegion,
     LoopRegion,
     ReturnBlock,
 )
 
+from sdfg_scan.scan_findings import _classify, _find_branches, _find_self_copies
+from sdfg_scan.scan_flags import constant_flags
 from sdfg_scan.scan_flow import (
     NotAScan,
     _all_blocks,
@@ -84,90 +94,7 @@ from sdfg_scan.scan_flow import (
     used_in_control_flow,
     value_source,
 )
-
-CARRY_KINDS = ("recurrent", "pass_through", "delay_line", "flag", "counter", "invariant", "unused")
-DIRECTIONS = ("forward", "backward")
-
-
-@dataclass
-class CarrySlot:
-    name: str
-    dtype: dace.typeclass
-    init: str | None = None
-    init_constant: str | None = None
-    kind: str = "recurrent"
-    update_sources: list[str] = field(default_factory=list)
-    outputs: list[str] = field(default_factory=list)
-    read_after: bool = False
-    delay_of: tuple[str, str] | None = None
-    detail: str = ""
-
-
-@dataclass
-class BoundaryBranch:
-    block: ConditionalBlock
-    owner: dace.SDFG
-    kind: str
-    condition: str
-    carry: str | None = None
-    path: tuple[str, ...] = ()
-
-
-@dataclass
-class SelfCopy:
-    owner: dace.SDFG
-    state: dace.SDFGState
-    edge: object
-    carry: str
-    src: str
-    dst: str
-    path: tuple[str, ...] = ()
-
-
-@dataclass
-class ScanStructure:
-    sdfg: dace.SDFG
-    loop: LoopRegion
-    variable: str
-    direction: str
-    start: object
-    stop: object
-    entry_states: list
-    exit_states: list
-    body_blocks: list
-    carries: dict[str, CarrySlot]
-    inputs: list[str]
-    outputs: list[str]
-    branches: list[BoundaryBranch] = field(default_factory=list)
-    self_copies: list[SelfCopy] = field(default_factory=list)
-    prologue: list = field(default_factory=list)
-
-    @property
-    def first_level(self):
-        return self.start if self.direction == "forward" else self.stop - 1
-
-    @property
-    def last_level(self):
-        return self.stop - 1 if self.direction == "forward" else self.start
-
-    @property
-    def trip_count(self):
-        return self.stop - self.start
-
-    def slots(self, kind: str) -> list[CarrySlot]:
-        if kind not in CARRY_KINDS:
-            raise ValueError(f"sdfg_scan.scan_structure: unknown carry kind '{kind}'; expected one of {CARRY_KINDS}")
-        return [c for c in self.carries.values() if c.kind == kind]
-
-
-@dataclass
-class ScanSite:
-    """Where a scan lives: ``node`` (NestedSDFG or Scan) in ``state`` of ``parent``; ``structure`` of its body."""
-
-    node: nodes.Node
-    state: dace.SDFGState
-    parent: dace.SDFG
-    structure: ScanStructure
+from sdfg_scan.scan_model import CARRY_KINDS, DIRECTIONS, BoundaryBranch, CarrySlot, ScanStructure, SelfCopy
 
 
 # ------------------------------------------------------------------------------------------------
@@ -268,11 +195,13 @@ def analyze_scan(sdfg: dace.SDFG, prologue: bool = False) -> ScanStructure:
         if desc.transient and name not in carries:
             carries[name] = CarrySlot(name, desc.dtype)
 
-    read_after = set()
-    for st in exit_:
-        for n in st.data_nodes():
-            if _is_read(st, n):
-                read_after.add(n.data)
+    read_after: set[str] = set()
+    read_before: set[str] = set()
+    for states, into in ((exit_, read_after), ([s for b in pro for s in _all_states(b)], read_before)):
+        for st in states:
+            for n in st.data_nodes():
+                if _is_read(st, n):
+                    into.add(n.data)
 
     inputs, outputs = set(), set()
     for st in list(entry) + [s for b in pro + body for s in _all_states(b)] + list(exit_):
@@ -285,12 +214,10 @@ def analyze_scan(sdfg: dace.SDFG, prologue: bool = False) -> ScanStructure:
             if _is_write(st, n):
                 outputs.add(n.data)
 
-    # local import: scan_findings imports the dataclasses of this module
-    from sdfg_scan.scan_findings import _classify, _find_branches, _find_self_copies
-
+    flags = constant_flags(loop)
     for c in carries.values():
         c.read_after = c.name in read_after
-        _classify(sdfg, c, body_states, reads_exposed, written, read_any)
+        _classify(sdfg, c, body_states, reads_exposed, written, read_any, flags, read_after | read_before)
 
     structure = ScanStructure(sdfg, loop, loop.loop_variable, direction, start, stop, list(entry), list(exit_),
                               body, carries, sorted(inputs), sorted(outputs), prologue=list(pro))
@@ -315,33 +242,18 @@ def is_scan(sdfg: dace.SDFG) -> bool:
     return scan_mismatch(sdfg) is None
 
 
-def find_scans(sdfg: dace.SDFG) -> list[ScanSite]:
-    """Every scan in ``sdfg`` (recursively): NestedSDFG nodes with a column-scan SDFG and Scan nodes."""
-    from sdfg_scan.nodes.scan import Scan  # local: the node module imports this one
-
-    sites: list[ScanSite] = []
-
-    def visit(g: dace.SDFG):
-        for st in g.all_states():
-            for n in st.nodes():
-                if isinstance(n, Scan):
-                    try:
-                        sites.append(ScanSite(n, st, g, analyze_scan(n.body, prologue=True)))
-                    except NotAScan:
-                        pass
-                elif isinstance(n, nodes.NestedSDFG):
-                    if any(isinstance(b, LoopRegion) for b in n.sdfg.nodes()):
-                        try:
-                            sites.append(ScanSite(n, st, g, analyze_scan(n.sdfg)))
-                            continue
-                        except NotAScan:
-                            pass
-                    visit(n.sdfg)
-
-    visit(sdfg)
-    return sites
+def analyze_loop(loop: LoopRegion) -> ScanStructure | None:
+    """The analysis of the column SDFG whose k-loop is ``loop`` (``prologue=True``), or None when
+    ``loop`` is not the k-loop of a column scan. What the canonicalising transformations match on."""
+    if loop.parent_graph is not loop.sdfg:
+        return None
+    try:
+        s = analyze_scan(loop.sdfg, prologue=True)
+    except NotAScan:
+        return None
+    return s if s.loop is loop else None
 
 
-__all__ = ["CARRY_KINDS", "DIRECTIONS", "BoundaryBranch", "CarrySlot", "NotAScan", "ScanSite", "ScanStructure",
-           "SelfCopy", "analyze_scan", "find_scans", "is_scan", "loop_range", "ordered_blocks", "scan_mismatch",
-           "used_in_control_flow", "value_source"]
+__all__ = ["CARRY_KINDS", "DIRECTIONS", "BoundaryBranch", "CarrySlot", "NotAScan", "ScanStructure", "SelfCopy",
+           "analyze_loop", "analyze_scan", "is_scan", "loop_range", "ordered_blocks", "scan_mismatch", "used_in_control_flow",
+           "value_source"]

@@ -1,59 +1,105 @@
-"""Choosing one expansion per sdfg_scan node for a target and a reproducibility class.
+"""Choosing one expansion per sdfg_scan node, and the compiler flags a reproducibility class needs.
 
-``select_expansions`` walks every sdfg_scan node of an SDFG (nested SDFGs included), records the
-requested reproducibility floor on the node and resolves ``auto`` to the implementation the node's
-rules pick for its target (``ColumnNode.choose_implementation``: strides, target, sizes). Resolving
-before ``expand_library_nodes`` keeps the chosen expansion's environments, and the returned report
-says which class each node ended up with.
+``select_expansions(sdfg, target, reproducibility)`` is the only chooser: it walks every sdfg_scan
+node (nested SDFGs included) and asks :func:`sdfg_scan.choice.choose` for the cheapest eligible
+expansion (an autotuned winner from the cache when there is one), or checks a pinned one
+(:func:`sdfg_scan.choice.check_pin`: a pin below the floor is an error naming the node, the
+implementation and the floor). The node keeps its implementation and the one-line reason; nothing
+is expanded, so the SDFG can be saved, viewed and reselected for another target.
+
+The reproducibility contract (README, "Reproducibility and compiler flags"): ``exact`` means the
+whole program is compiled IEEE-strict (:func:`compile_flags`): no FMA contraction, no reciprocal
+math, signed zeros; on GPUs no fused multiply-add and IEEE division and square root. "Bitwise" in
+every test compares against the original program compiled with the same flags.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import dace
 
-from sdfg_scan.expansions import REPRODUCIBILITY
-from sdfg_scan.expansions.environments import FLAGS_CUDA
+from sdfg_scan.choice import Choice, check_pin, choose
+from sdfg_scan.context import REPRODUCIBILITY, TARGETS
+from sdfg_scan.expansions.environments import FLAGS_CUDA, ExactArithmetic
 from sdfg_scan.nodes.base import ColumnNode
 
-
-@dataclass(frozen=True)
-class Choice:
-    node: str
-    kind: str
-    implementation: str
-    target: str
-    reproducibility: str
+FLAGS_HOST = list(ExactArithmetic.cmake_compile_flags)
 
 
-def select_expansions(sdfg: dace.SDFG, reproducibility: str = "exact", keep_explicit: bool = True) -> list[Choice]:
-    """Resolve the implementation of every sdfg_scan node; returns one :class:`Choice` per node.
+def compile_flags(reproducibility: str = "exact", target: str = "cpu") -> list[str]:
+    """The compiler flags a class needs for the whole program: host (``target="cpu"``) or nvcc (``"gpu"``).
 
-    :param reproducibility: the weakest class allowed (``exact``, ``replay`` or ``approx``).
-    :param keep_explicit: keep implementations a user set explicitly (anything but ``auto``).
+    ``exact``: ``-ffp-contract=off -fno-reciprocal-math -fsigned-zeros -fno-fast-math`` (appended after
+    DaCe's defaults, so they win) / ``--fmad=false -prec-div=true -prec-sqrt=true``; ``replay`` and
+    ``approx``: none (the program keeps its own flags). Build an original SDFG the same way to compare::
+
+        dace.Config.set("compiler", "cpu", "args", value=dace.Config.get("compiler", "cpu", "args")
+                        + " " + " ".join(sdfg_scan.compile_flags("exact")))
+    """
+    if reproducibility not in REPRODUCIBILITY:
+        raise ValueError(f"sdfg_scan.compile_flags: reproducibility must be one of {REPRODUCIBILITY}, "
+                         f"got '{reproducibility}'")
+    if target not in TARGETS:
+        raise ValueError(f"sdfg_scan.compile_flags: target must be one of {TARGETS}, got '{target}'")
+    if reproducibility != "exact":
+        return []
+    return list(FLAGS_HOST if target == "cpu" else FLAGS_CUDA)
+
+
+def pin_flags(sdfg: dace.SDFG, reproducibility: str) -> list[str]:
+    """Make the build of ``sdfg`` follow ``reproducibility``'s flags (:func:`compile_flags`); returns them.
+
+    ``exact``: every code node of the top-level states requires :class:`ExactArithmetic`, whose flags
+    DaCe appends to the build of the whole program (host) and to ``CMAKE_CUDA_FLAGS`` (device),
+    whether or not an sdfg_scan node is left. Other classes change nothing.
+    """
+    if reproducibility != "exact":
+        return []
+    env = ExactArithmetic.full_class_path()  # type: ignore[attr-defined]  # added by @dace.library.environment
+    for state in sdfg.states():
+        for n in state.nodes():
+            if isinstance(n, dace.nodes.CodeNode) and not isinstance(n, dace.nodes.LibraryNode):
+                n.environments = set(n.environments) | {env}
+    return compile_flags("exact", "cpu") + compile_flags("exact", "gpu")
+
+
+def select_expansions(sdfg: dace.SDFG, target: str | None = None, reproducibility: str = "exact",
+                      keep_explicit: bool = True, symbols: dict | None = None) -> list[Choice]:
+    """Choose the implementation of every sdfg_scan node; one :class:`~sdfg_scan.choice.Choice` per node.
+
+    :param target: ``"cpu"`` or ``"gpu"``: where the nodes must run (an error names a node that runs
+        elsewhere); None: where each node runs (its schedule and storage).
+    :param reproducibility: the weakest class allowed (``exact``, ``replay`` or ``approx``); a node's own
+        ``reproducibility`` property can only make its floor stronger.
+    :param keep_explicit: keep implementations a user pinned (anything but ``auto`` and earlier
+        selections), after checking them against the floor and the target.
+    :param symbols: sizes to assume for symbols in the cost model (default: typical icon4py sizes).
     """
     if reproducibility not in REPRODUCIBILITY:
         raise ValueError(f"sdfg_scan.select_expansions: reproducibility must be one of {REPRODUCIBILITY}, "
                          f"got '{reproducibility}'")
+    if target is not None and target not in TARGETS:
+        raise ValueError(f"sdfg_scan.select_expansions: target must be one of {TARGETS} or None, got '{target}'")
     choices = []
     for node, state in sdfg.all_nodes_recursive():
         if not isinstance(node, ColumnNode):
             continue
-        node.reproducibility = reproducibility
-        if not keep_explicit or node.implementation in (None, "auto"):
-            node.implementation = node.choose_implementation(state)
-        exp = type(node).implementations[node.implementation]
-        choices.append(Choice(node.label, type(node).__name__, node.implementation, node.target(state),
-                              exp.reproducibility))
+        pinned = node.implementation not in (None, "auto", node.selected)
+        if keep_explicit and pinned:
+            choice = check_pin(node, state, node.implementation, target, reproducibility)
+        else:
+            choice = choose(node, state, target, reproducibility, symbols)
+            node.implementation = node.selected = choice.implementation
+        node.selection_reason = choice.reason
+        choices.append(choice)
     return choices
 
 
 def exact_cuda_flags() -> None:
     """Append the nvcc flags ``exact`` GPU expansions need (no FMA contraction, IEEE division and sqrt)
-    to DaCe's ``compiler.cuda.args`` for this process (idempotent)."""
+    to DaCe's ``compiler.cuda.args`` for this process (idempotent). ``optimize`` does not need it: the
+    ``ExactArithmetic`` environment passes them to the CUDA build of an exact program."""
     args = dace.Config.get("compiler", "cuda", "args").split()
     dace.Config.set("compiler", "cuda", "args", value=" ".join(args + [f for f in FLAGS_CUDA if f not in args]))
 
 
-__all__ = ["Choice", "exact_cuda_flags", "select_expansions"]
+__all__ = ["Choice", "compile_flags", "exact_cuda_flags", "pin_flags", "select_expansions"]

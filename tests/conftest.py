@@ -27,15 +27,23 @@ dace.Config.set("default_build_folder", value=_BUILD)
 # one build folder for the icon4py fixtures per test run, shared by the xdist workers (icon4py_fixtures.py)
 os.environ.setdefault("SDFG_SCAN_FIXTURE_BUILDS", tempfile.mkdtemp(prefix="sdfg_scan_fixtures_"))
 dace.Config.set("optimizer", "match_exception", value=True)
+# selection must not read a user's autotune cache (tests that fill one set their own directory)
+os.environ["SDFG_SCAN_CACHE"] = tempfile.mkdtemp(prefix="sdfg_scan_cache_")
 dace.Config.set("compiler", "allow_view_arguments", value=True)
 
 
 @pytest.fixture(scope="session")
 def shared_dir() -> Path:
-    if not (SHARED / "fixtures" / "icon4py").is_dir():
-        pytest.skip(f"the shared fixtures are absent ({SHARED / 'fixtures' / 'icon4py'} does not exist); "
-                    "they ship beside the repository as ../shared")
-    return SHARED
+    """``../shared`` when present, else the exporter's cache (``sdfg-scan export`` / ``make fixtures`` write
+    ``<cache>/fixtures/icon4py``), else a skip naming the command that produces the fixtures."""
+    from sdfg_scan.export import cache_root
+
+    for root in (SHARED, cache_root()):
+        if (root / "fixtures" / "icon4py").is_dir():
+            return root
+    pytest.skip(f"the fixtures are absent: neither {SHARED / 'fixtures' / 'icon4py'} (shipped beside the "
+                f"repository as ../shared) nor the exporter cache {cache_root() / 'fixtures' / 'icon4py'}; "
+                "produce them with `make fixtures` (sdfg-scan export MODULE:PROGRAM in the gt4py venv)")
 
 
 def nvcc_compile(code: str, tmp_path: Path) -> None:

@@ -31,7 +31,12 @@ from sdfg_scan.expansions.environments import ExactArithmetic
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 FIXTURES = SHARED / "fixtures" / "icon4py"
 TOOL = SHARED / "tools" / "run_sdfg_fixture.py"
-SKIP_REASON = f"the icon4py SDFG fixtures are absent (expected {FIXTURES} and {TOOL})"
+if not FIXTURES.is_dir():  # fall back to the exporter's cache (`make fixtures`, sdfg_scan.export)
+    from sdfg_scan.export import fixture_dir as _cache
+
+    FIXTURES = _cache()
+SKIP_REASON = (f"the icon4py SDFG fixtures are absent (expected {FIXTURES} and {TOOL}); produce them with "
+               "`make fixtures` (sdfg-scan export MODULE:PROGRAM, gt4py venv)")
 
 NCELLS, NLEV, SEED = 23, 65, 42
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as hs
 
 import sdfg_scan
 from sdfg_scan import reference as R
+from sdfg_scan.choice import choose
 from tests.conftest import cuda_code, nvcc_compile
 
 N, K = dace.symbol("N"), dace.symbol("K")
@@ -222,13 +223,13 @@ def test_special_values_without_nan(compiled, nlev):
 def test_auto_choice(layout, op, want):
     sdfg, st = base_sdfg(f"auto_{layout}", layout, np.float64)
     node = add_reduce(sdfg, st, "o", op, "auto", layout, False)
-    assert node.choose_implementation(st) == want
+    assert choose(node, st).implementation == want
     node.reproducibility = "replay"  # lanes' vector path (K-contiguous sum) beats the exact choice
-    assert node.choose_implementation(st) == ("lanes" if (layout, op) == ("kcontig", "sum") else want)
+    assert choose(node, st).implementation == ("lanes" if (layout, op) == ("kcontig", "sum") else want)
     node.lanes = 6  # no vector path: the exact choice again
-    assert node.choose_implementation(st) == want
+    assert choose(node, st).implementation == want
     masked = add_reduce(sdfg, st, "om", op, "auto", layout, True)  # kvector's fast path needs no mask
-    assert masked.choose_implementation(st) == ("blocked" if layout == "cellcontig" else "sequential")
+    assert choose(masked, st).implementation == ("blocked" if layout == "cellcontig" else "sequential")
 
 
 @pytest.mark.parametrize("mutate, message", [

@@ -61,12 +61,18 @@ def test_python_call_is_the_reference():
     assert np.array_equal(sdfg_scan.linear_recurrence(x, x), reference.linear_recurrence(x, x))
 
 
-def test_cumsum_without_axis_on_2d_is_a_clear_error():
+def test_cumsum_without_axis_on_2d():
+    """np.cumsum flattens (as NumPy: tests/test_frontend_numpy.py); sdfg_scan.cumsum(axis=None) refuses N-d."""
     @dace.program
-    def bad(x: dace.float64[N, K], y: dace.float64[N, K]):
+    def flat(x: dace.float64[N, K], y: dace.float64[N * K]):
         y[:] = np.cumsum(x)
 
-    with pytest.raises(Exception, match="axis=None flattens"):
+    @dace.program
+    def bad(x: dace.float64[N, K], y: dace.float64[N, K]):
+        y[:] = sdfg_scan.cumsum(x, axis=None)
+
+    assert [n.axis for n, _ in flat.to_sdfg().all_nodes_recursive() if isinstance(n, sdfg_scan.CumulativeScan)] == [0]
+    with pytest.raises(ValueError, match="sdfg_scan.cumsum: axis=None flattens an N-d array"):
         bad.to_sdfg()
 
 

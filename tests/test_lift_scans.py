@@ -17,7 +17,8 @@ from dace.sdfg.validation import InvalidSDFGError
 
 import sdfg_scan
 from sdfg_scan.nodes.scan import Scan
-from sdfg_scan.scan_structure import analyze_scan, find_scans
+from sdfg_scan.scan_sites import find_scans
+from sdfg_scan.scan_structure import analyze_scan
 from sdfg_scan.transformations import LiftScans
 
 # ------------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from sdfg_scan.nodes.scan import Scan
-from sdfg_scan.scan_structure import find_scans
+from sdfg_scan.scan_sites import find_scans
 from sdfg_scan.transformations import LiftScans, ScanFission
 from sdfg_scan.transformations.scan_fission import groups
 

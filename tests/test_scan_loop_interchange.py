@@ -187,13 +187,21 @@ def test_peeled_levels_go_with_the_entry_part():
 
 
 def test_optimize_leaves_a_refused_scan_lifted():
-    """optimize(target="cpu") on cell-contiguous fields checks legality before expanding a lifted
-    scan: a refused one (loop variable read after the loop) stays Scan nodes."""
+    """optimize(target="cpu") on cell-contiguous fields: the levels-outside schedule refuses a scan
+    whose loop variable is read after the loop; selection says why and picks ``sequential``."""
     import sdfg_scan
     from sdfg_scan.nodes.scan import Scan
 
     sdfg = mapped(column("col_opt", var_used_after=True), "test_ix_optimize_refused", cell=True)
     report = sdfg_scan.optimize(sdfg, target="cpu")
-    assert report.scans_lifted == 1 and report.scans_interchanged == 0
-    assert [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Scan)]
+    assert report.scans_lifted == 1
+    from sdfg_scan.choice import refusal
+    from sdfg_scan.context import context_of
+    refused = []
+    for scan, state in [(n, st) for n, st in sdfg.all_nodes_recursive() if isinstance(n, Scan)]:
+        why = refusal(scan, "levels_outside", Scan.implementations["levels_outside"], context_of(scan, state))
+        if why:
+            assert ("loop variable" in why or "columns='single'" in why) and scan.implementation == "sequential"
+            refused.append(scan)
+    assert refused
     sdfg.validate()

@@ -9,6 +9,7 @@ import icon4py_fixtures as fx
 import numpy as np
 import pytest
 
+from sdfg_scan.choice import choose
 from sdfg_scan.nodes.cumulative_scan import CumulativeScan
 from sdfg_scan.nodes.scan import Scan
 from sdfg_scan.transformations import LiftScans, ScanToCumulative
@@ -54,7 +55,7 @@ def test_structure(converted):
     assert not any(isinstance(n, Scan) for n, _ in sdfg.all_nodes_recursive())
     assert node.op == "sum" and node.start_from_identity and not node.reverse and node.axis == 1
     if form.endswith(".opt"):  # cell-contiguous fields: the vectorised expansion
-        assert node.choose_implementation(state) == "blocked"
+        assert choose(node, state).implementation == "blocked"
 
 
 def test_bitwise(converted):
@@ -208,7 +209,7 @@ def test_api_program_bitwise(backward):
     sdfg.validate()
     node, state = only(sdfg, CumulativeScan)
     assert node.reverse == backward and node.axis == 1 and node.start_from_identity
-    assert node.choose_implementation(state) == "sequential"  # K-contiguous: one column per iteration
+    assert choose(node, state).implementation == "sequential"  # K-contiguous: one column per iteration
     rng = np.random.default_rng(7)
     x = rng.standard_normal((37, 19))
     x[::5] = -0.0

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import sdfg_scan
 from sdfg_scan import reference
+from sdfg_scan.choice import choose
 from sdfg_scan.harness import numpy_array, strides_for
 from sdfg_scan.nodes import TridiagonalFactor, TridiagonalSolve
 
@@ -301,13 +302,13 @@ def test_cusparse_rejects_layouts_it_cannot_batch():
 def test_auto_picks_pcr_for_few_long_columns_on_gpu_only_when_replay_is_allowed():
     sdfg = _one_node("test_tridiagonal_auto_gpu", "auto", "cell", shape=(100, 512), gpu=True)
     node, state = _find(sdfg, TridiagonalSolve)
-    assert node.choose_implementation(state) == "thomas"
+    assert choose(node, state).implementation == "thomas"
     node.reproducibility = "replay"
-    assert node.choose_implementation(state) == "pcr"
+    assert choose(node, state).implementation == "pcr"
     cpu = _one_node("test_tridiagonal_auto_cpu", "auto", "cell", shape=(100, 512))
     node, state = _find(cpu, TridiagonalSolve)
     node.reproducibility = "replay"
-    assert node.choose_implementation(state) == "thomas"
+    assert choose(node, state).implementation == "thomas"
 
 
 # -- GPU code generation (never executed here) -------------------------------------------------------

@@ -9,6 +9,7 @@ from hypothesis import strategies as hs
 
 import sdfg_scan
 from sdfg_scan import reference as R
+from sdfg_scan.choice import choose
 from tests.conftest import cuda_code, nvcc_compile
 
 N, K = dace.symbol("N"), dace.symbol("K")
@@ -181,4 +182,4 @@ def test_auto_choice(layout):
     """CPU: ``direct`` in both layouts (faster than the ring's shifts); GPU: ``kcached``."""
     sdfg, st = base(f"auto_{layout}", layout, np.float64)
     node = add_window(sdfg, st, "o", *WINDOWS["back3"], "auto", layout)
-    assert node.choose_implementation(st) == "direct"
+    assert choose(node, st).implementation == "direct"

@@ -38,3 +38,11 @@ __all__.append("ScanToCumulative")
 from sdfg_scan.transformations.scan_loop_interchange import ScanLoopInterchange  # noqa: E402,F401
 
 __all__.append("ScanLoopInterchange")
+
+from sdfg_scan.transformations.scan_pair_to_tridiagonal import ScanPairToTridiagonal  # noqa: E402,F401
+
+__all__.append("ScanPairToTridiagonal")
+
+from sdfg_scan.transformations.lift_cell_map import LiftCellMap  # noqa: E402,F401
+
+__all__.append("LiftCellMap")

@@ -12,9 +12,11 @@ from dace.sdfg import SDFG, SDFGState, nodes
 from dace.sdfg import utils as sdutil
 from dace.sdfg.state import LoopRegion
 from dace.transformation import transformation as xf
-from dace.transformation.passes.analysis import loop_analysis
 
-from sdfg_scan.scan_structure import used_in_control_flow
+from sdfg_scan.scan_model import ScanStructure
+from sdfg_scan.scan_structure import analyze_loop, used_in_control_flow
+
+DEAD_KINDS = ("unused", "pass_through", "delay_line")
 
 
 @properties.make_properties
@@ -22,10 +24,10 @@ from sdfg_scan.scan_structure import used_in_control_flow
 class DeadCarryElimination(xf.MultiStateTransformation):
     """Turn carry slots of a column k-loop that do not carry a recurrence into plain per-level values.
 
-    Matched pattern: a ``LoopRegion`` at the top level of a column SDFG (gt4py's scan nested SDFG or a
-    ``Scan`` node's ``body``) and a *carry*: a transient single-element container ``c`` written in the
-    loop body by one copy ``t -> c`` (gt4py's ``scan_update``). Three kinds are rewritten (one slot
-    per application, the first in name order):
+    Matched pattern: the k-loop of a column SDFG (gt4py's scan nested SDFG or a ``Scan`` node's
+    ``body``: ``analyze_loop``) and a carry slot of the analysis (:mod:`sdfg_scan.scan_structure`)
+    whose kind is ``unused``, ``pass_through`` or ``delay_line``, written in the loop body by one copy
+    ``t -> c`` (gt4py's ``scan_update``). One slot per application, the first in name order:
 
     - **unused**: ``c`` is read nowhere. All writes of ``c`` (init copy, update copy) are removed::
 
@@ -46,14 +48,15 @@ class DeadCarryElimination(xf.MultiStateTransformation):
 
     Bitwise identical results (only copies are removed or redirected).
 
-    Legality checks (``can_be_applied``; ``_candidates``):
+    Legality checks (``can_be_applied``; :func:`dead_carries`, which ``sdfg-scan inspect`` calls too):
 
-    - the loop is a direct child of the SDFG with a unit stride (``loop_analysis``);
+    - ``analyze_loop``: the loop is the k-loop of a column scan (unit stride); the slot's kind
+      (``CarrySlot.kind``) says which rewrite applies;
     - ``_carry_write``: exactly one write of ``c`` inside the loop, a copy from a transient
       single-element ``t`` of the same dtype, in a state directly in the loop body; ``c`` is a
       transient single-element container not touched by a nested SDFG connector;
     - ``used_in_control_flow``: neither ``c`` nor ``t`` appears in an interstate edge or condition;
-    - unused: no reads of ``c`` anywhere;
+    - unused: no reads of ``c`` anywhere (entry states included);
     - pass-through: no reads of ``c`` in the loop; ``t`` written only inside the loop; all accesses
       of ``c`` outside the loop are plain access-node copies (renamed to ``t``);
     - delay line (``_delay_source``): ``t``'s only write is a copy of one element of a read-only
@@ -71,10 +74,12 @@ class DeadCarryElimination(xf.MultiStateTransformation):
         return [sdutil.node_path_graph(cls.loop)]
 
     def can_be_applied(self, graph, expr_index: int, sdfg: SDFG, permissive: bool = False) -> bool:
-        return bool(_candidates(self.loop))
+        s = analyze_loop(self.loop)
+        return s is not None and bool(dead_carries(s))
 
     def apply(self, graph, sdfg: SDFG):
-        cands = _candidates(self.loop)
+        s = analyze_loop(self.loop)
+        cands = dead_carries(s) if s is not None else []
         if not cands:
             raise ValueError(f"sdfg_scan.DeadCarryElimination: loop '{self.loop.label}' has no dead carry slot; "
                              "call can_be_applied first")
@@ -85,7 +90,8 @@ class DeadCarryElimination(xf.MultiStateTransformation):
 
 def classify(loop: LoopRegion) -> dict[str, str]:
     """``{carry: kind}`` for every slot this transformation would rewrite (for reports)."""
-    return {c: kind for kind, c, _ in _candidates(loop)}
+    s = analyze_loop(loop)
+    return {c: kind for kind, c, _ in dead_carries(s)} if s is not None else {}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -137,16 +143,19 @@ def _carry_write(loop: LoopRegion, c: str):
     return st, e.src, n
 
 
-def _candidates(loop: LoopRegion) -> list:
-    sdfg = loop.sdfg
-    if loop.parent_graph is not sdfg or loop.inverted:
-        return []
-    stride = loop_analysis.get_loop_stride(loop)
-    first = loop_analysis.get_init_assignment(loop)
-    if stride is None or first is None or symbolic.simplify(stride) not in (1, -1):
-        return []
-    out = []
-    for c in sorted(sdfg.arrays):
+def dead_carries(s: ScanStructure) -> list[tuple[str, str, object]]:
+    """``(kind, carry, rewrite plan)`` for every slot of ``s`` that ``DeadCarryElimination`` rewrites.
+
+    The kind is the analysis' (``CarrySlot.kind`` in ``DEAD_KINDS``); the checks here are those of
+    the rewrite (one update copy, plain accesses, a windowable input). ``can_be_applied`` is
+    ``bool(dead_carries(analyze_loop(loop)))``; ``sdfg-scan inspect`` calls the same function.
+    """
+    loop, sdfg = s.loop, s.sdfg
+    stride = 1 if s.direction == "forward" else -1
+    first = s.first_level
+    out: list[tuple[str, str, object]] = []
+    for c in sorted(name for name, slot in s.carries.items() if slot.kind in DEAD_KINDS):
+        kind = s.carries[c].kind
         desc = sdfg.arrays[c]
         if not (desc.transient and _single(desc)):
             continue
@@ -162,13 +171,14 @@ def _candidates(loop: LoopRegion) -> list:
             continue
         reads = [(st, n) for st, n in acc if st.out_degree(n) > 0]
         reads_in = [(st, n) for st, n in reads if _inside(st, loop)]
-        if not reads:
-            out.append(("unused", c, w))
+        if kind == "unused":
+            if not reads:
+                out.append(("unused", c, w))
             continue
-        if not reads_in:
+        if kind == "pass_through":
             outside = [(st, n) for st, n in acc if not _inside(st, loop)]
             t_outside = [1 for st, n in _accesses(sdfg, t) if not _inside(st, loop)]
-            if all(_plain_copy_edges(st, n) for st, n in outside) and not t_outside:
+            if not reads_in and all(_plain_copy_edges(st, n) for st, n in outside) and not t_outside:
                 out.append(("pass_through", c, w))
             continue
         src = _delay_source(loop, t, upd, stride)
@@ -179,7 +189,7 @@ def _candidates(loop: LoopRegion) -> list:
         if not all(st.parent_graph is loop and st is not upd and nx.has_path(loop.nx, st, upd)
                    and not nx.has_path(loop.nx, upd, st) for st, _ in reads_in):
             continue
-        out.append(("delay_line", c, (w, src, first, symbolic.simplify(stride))))
+        out.append(("delay_line", c, (w, src, first, stride)))
     return out
 
 
@@ -278,11 +288,12 @@ def _window_delay_line(loop: LoopRegion, c: str, info) -> None:
     t = t_node.data
     var = loop.loop_variable
     k = symbolic.pystr_to_symbolic(var)
-    index = ", ".join(symbolic.symstr(symbolic.pystr_to_symbolic(str(b)).subs(k, k - stride))
-                      for b, _, _ in subset.ndrange())
     xd = sdfg.arrays[x]
+    # the connector squeezes extent-1 dimensions (a constant single-level column: x[k - 1] is never read)
+    index = ", ".join(symbolic.symstr(symbolic.pystr_to_symbolic(str(b)).subs(k, k - stride))
+                      for (b, _, _), size in zip(subset.ndrange(), xd.shape, strict=True) if size != 1)
     first_str = symbolic.symstr(first).replace("Min(", "min(").replace("Max(", "max(")
-    code = f"__win = __prev if ({var} == {first_str}) else __x[{index}]"
+    code = f"__win = __prev if ({var} == {first_str}) else __x{f'[{index}]' if index else ''}"
     for st, n in [(st, n) for st, n in _accesses(sdfg, c) if st.out_degree(n) > 0]:
         name = sdfg.add_scalar(f"{c}_window", xd.dtype, transient=True, find_new_name=True)[0]
         tasklet = st.add_tasklet(f"{c}_delay_window", {"__prev": None, "__x": None}, {"__win": None}, code,

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import copy
-import re
 
-import networkx as nx
-import numpy as np
 import sympy
 from dace import properties, symbolic
 from dace.sdfg import SDFG, InterstateEdge, SDFGState, nodes
 from dace.sdfg import utils as sdutil
 from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, LoopRegion
 from dace.transformation import transformation as xf
-from dace.transformation.passes.analysis import loop_analysis
+
+from sdfg_scan.scan_model import ScanStructure
+from sdfg_scan.scan_structure import analyze_loop
 
 
 @properties.make_properties
@@ -47,17 +46,18 @@ class PeelBoundaryLevels(xf.MultiStateTransformation):
     Applied to a ``Scan`` node's body, call ``node.sync_from_body()`` afterwards (the node's
     ``start``/``stop`` then describe the steady-state loop); ``sdfg_scan.optimize`` does this.
 
-    Legality checks (``can_be_applied``):
+    Legality checks (``can_be_applied``; :func:`peel_plan`, which ``sdfg-scan inspect`` calls too):
 
-    - ``_loop_facts``: the loop is pre-tested with an init ``k = first``, a stride of +1 or -1 and a
-      condition on ``k``; the loop variable is not used after the loop.
-    - ``constant_flags``: the flag is a transient bool scalar; every write inside the loop is a
-      constant (a constant tasklet, directly or through one scalar copy) with the same value, at
-      least one of them in a state directly in the loop body (executed every iteration), and no
-      nested SDFG writes it.
-    - ``flag_branch_users``: at least one nested SDFG in a body state receives the flag on a
-      connector that is used only in conditions of its ``ConditionalBlock``s, and each of those
-      conditions becomes ``True``/``False`` when the flag is replaced by ``c``.
+    - ``analyze_loop``: the loop is the k-loop of a column scan (pre-tested, init ``k = first``,
+      stride +1 or -1); ``_loop_facts``: its condition reads ``k`` and ``k`` is not used after it.
+    - the flag is a ``flag`` carry slot of the analysis (:func:`sdfg_scan.scan_flags.constant_flags`:
+      a transient bool scalar; every write inside the loop is a constant, directly or through one
+      scalar copy, with the same value, at least one of them in a state directly in the loop body,
+      and no nested SDFG writes it).
+    - ``flag_users``: at least one nested SDFG in a body state holds flag ``BoundaryBranch``es of the
+      analysis and receives the flag straight from an access node, on a connector that is used only
+      in conditions of its ``ConditionalBlock``s, each of which becomes ``True``/``False`` when the
+      flag is replaced by ``c``.
 
     No options.
     """
@@ -69,15 +69,17 @@ class PeelBoundaryLevels(xf.MultiStateTransformation):
         return [sdutil.node_path_graph(cls.loop)]
 
     def can_be_applied(self, graph, expr_index: int, sdfg: SDFG, permissive: bool = False) -> bool:
-        facts = _loop_facts(self.loop)
-        if facts is None:
-            return False
-        return any(flag_branch_users(self.loop, f, c) for f, c in constant_flags(self.loop).items())
+        s = analyze_loop(self.loop)
+        return s is not None and bool(peel_plan(s))
 
     def apply(self, graph: ControlFlowRegion, sdfg: SDFG):
         loop = self.loop
-        var, first, stride = _loop_facts(loop)
-        flags = {f: c for f, c in constant_flags(loop).items() if flag_branch_users(loop, f, c)}
+        s = analyze_loop(loop)
+        plan = peel_plan(s) if s is not None else []
+        if s is None or not plan:
+            raise ValueError(f"sdfg_scan.PeelBoundaryLevels: loop '{loop.label}' has no branch on a first-level "
+                             "flag to peel; call can_be_applied first")
+        var, first, stride = _loop_facts(s)
         # 1. the peeled level: a guarded copy of the body with k = first
         peeled = _peeled_iteration(loop, var, first)
         was_start = graph.start_block is loop
@@ -108,24 +110,18 @@ class PeelBoundaryLevels(xf.MultiStateTransformation):
             _fix_nested_parents(b)
         # 2. the steady-state loop starts one level later and has the flag branches decided
         loop.init_statement = properties.CodeBlock(f"{var} = {symbolic.symstr(first + stride)}")
-        for f, c in flags.items():
-            for state, edge, inner_blocks in flag_branch_users(loop, f, c):
-                _decide(state, edge, inner_blocks, c)
+        for _, value, users in plan:
+            for state, edge, inner_blocks in users:
+                _decide(state, edge, inner_blocks, value)
         sdfg.reset_cfg_list()
 
 
 # ------------------------------------------------------------------------------------------------
-def _loop_facts(loop: LoopRegion):
-    """``(var, first, stride)`` of a pre-tested unit-stride loop whose variable is dead after it."""
-    if loop.inverted or not loop.loop_variable:
-        return None
-    var = loop.loop_variable
-    first = loop_analysis.get_init_assignment(loop)
-    stride = loop_analysis.get_loop_stride(loop)
-    if first is None or stride is None or loop.loop_condition is None:
-        return None
-    stride = symbolic.simplify(stride)
-    if stride not in (1, -1):
+def _loop_facts(s: ScanStructure):
+    """``(var, first, stride)`` of the scan's k-loop when its condition reads ``k`` and ``k`` is dead after it."""
+    loop, var, first = s.loop, s.variable, s.first_level
+    stride = 1 if s.direction == "forward" else -1
+    if loop.loop_condition is None:
         return None
     if var not in {str(s) for s in symbolic.pystr_to_symbolic(loop.loop_condition.as_string).free_symbols}:
         return None
@@ -234,101 +230,50 @@ def _inline_branch(cb: ConditionalBlock, region: ControlFlowRegion | None) -> No
 
 
 # ------------------------------------------------------------------------------------------------
-# first-level flags
+# first-level flags and the branches they decide (from the analysis)
 # ------------------------------------------------------------------------------------------------
-_BOOL_CONST = re.compile(r"^\s*(\w+)\s*=\s*\(?\s*(True|False)\s*\)?\s*;?\s*$")
+def peel_plan(s: ScanStructure) -> list[tuple[str, bool, list]]:
+    """``[(flag, value, users)]``: what ``PeelBoundaryLevels`` decides in the steady state of ``s``.
 
-
-def _constant_of(state: SDFGState, node: nodes.AccessNode):
-    """The bool written into ``node`` by a constant tasklet (no inputs, ``out = True|False``), or None."""
-    ins = state.in_edges(node)
-    if len(ins) != 1 or not isinstance(ins[0].src, nodes.Tasklet):
-        return None
-    t = ins[0].src
-    if t.in_connectors or len(t.out_connectors) != 1 or t.code.language.name != "Python":
-        return None
-    m = _BOOL_CONST.match(t.code.as_string.strip())
-    if m is None or m.group(1) != ins[0].src_conn:
-        return None
-    return m.group(2) == "True"
-
-
-def _direct_body_state(loop: LoopRegion, state: SDFGState) -> bool:
-    return state.parent_graph is loop
-
-
-def _bool_scalar(sdfg: SDFG, name: str) -> bool:
-    desc = sdfg.arrays.get(name)
-    return desc is not None and desc.transient and desc.total_size == 1 and desc.dtype.type in (bool, np.bool_)
-
-
-def _write_value(loop: LoopRegion, state: SDFGState, node: nodes.AccessNode):
-    """``(value, unconditional)`` of a write of a flag, or None when it is not a constant write."""
-    c = _constant_of(state, node)
-    if c is not None:
-        return c, _direct_body_state(loop, state)
-    ins = state.in_edges(node)
-    if len(ins) != 1 or not isinstance(ins[0].src, nodes.AccessNode):
-        return None
-    g = ins[0].src.data
-    if not _bool_scalar(loop.sdfg, g) or state.in_degree(ins[0].src) != 0:
-        return None
-    # g: every write is a constant tasklet in a direct body state that runs before this copy
-    values = set()
-    for st in loop.sdfg.all_states():
-        for n in st.data_nodes():
-            if n.data != g or st.in_degree(n) == 0:
-                continue
-            v = _constant_of(st, n)
-            if v is None or not _direct_body_state(loop, st) or not _direct_body_state(loop, state):
-                return None
-            if st is state or not _precedes(loop, st, state):
-                return None
-            values.add(v)
-    if len(values) != 1:
-        return None
-    return values.pop(), _direct_body_state(loop, state)
-
-
-def _precedes(loop: LoopRegion, a, b) -> bool:
-    return a is not b and nx.has_path(loop.nx, a, b) and not nx.has_path(loop.nx, b, a)
-
-
-def constant_flags(loop: LoopRegion) -> dict:
-    """``{flag: value}``: transient bool scalars that every iteration of ``loop`` sets to ``value``."""
-    sdfg = loop.sdfg
-    found: dict = {}
-    bad: set = set()
-    for st in loop.all_states():
-        for n in st.data_nodes():
-            if st.in_degree(n) == 0 or not _bool_scalar(sdfg, n.data):
-                continue
-            w = _write_value(loop, st, n)
-            if w is None:
-                bad.add(n.data)
-                continue
-            found.setdefault(n.data, []).append(w)
-    out = {}
-    for f, ws in found.items():
-        if f in bad or len({v for v, _ in ws}) != 1 or not any(u for _, u in ws):
+    Flags are the analysis' ``flag`` carry slots (``CarrySlot.flag_value``); users are
+    ``(state, edge, [(cb, taken_region_or_None)])`` for each nested SDFG holding flag
+    ``BoundaryBranch``es whose flag connector ``flag_users`` can remove. ``can_be_applied`` is
+    ``bool(peel_plan(analyze_loop(loop)))``; ``sdfg-scan inspect`` calls the same function.
+    """
+    if _loop_facts(s) is None:
+        return []
+    plan = []
+    for c in s.slots("flag"):
+        if c.flag_value is None:
             continue
-        out[f] = ws[0][0]
-    return out
+        users = flag_users(s, c.name, c.flag_value)
+        if users:
+            plan.append((c.name, c.flag_value, users))
+    return plan
 
 
-def flag_branch_users(loop: LoopRegion, flag: str, value: bool) -> list:
-    """``[(state, edge, [(cb, taken_region_or_None)])]`` for nested SDFGs whose ConditionalBlocks the flag decides."""
-    users = []
-    for st in loop.all_states():
-        for n in st.data_nodes():
-            if n.data != flag:
-                continue
-            for e in st.out_edges(n):
-                if not isinstance(e.dst, nodes.NestedSDFG) or e.dst_conn is None:
-                    continue
-                decided = _decided_blocks(e.dst.sdfg, e.dst_conn, value)
-                if decided:
-                    users.append((st, e, decided))
+def flag_users(s: ScanStructure, flag: str, value: bool) -> list:
+    """``[(state, edge, [(cb, taken_region_or_None)])]`` for nested SDFGs of the loop body holding flag
+    branches of ``flag`` (``s.branches``) that are all decided when the flag is ``value``.
+
+    The nested SDFG must sit in a state of the column SDFG and receive the flag straight from an
+    access node; its connector may be used only in conditions, each decided by ``value``.
+    """
+    users: list = []
+    seen: list = []
+    for b in s.branches:
+        if b.kind != "flag" or b.carry != flag or b.nsdfg is None or b.host is None or b.connector is None:
+            continue
+        if b.host.sdfg is not s.sdfg or any(n is b.nsdfg and conn == b.connector for n, conn in seen):
+            continue
+        seen.append((b.nsdfg, b.connector))
+        edges = [e for e in b.host.in_edges(b.nsdfg) if e.dst_conn == b.connector
+                 and isinstance(e.src, nodes.AccessNode) and e.src.data == flag]
+        if len(edges) != 1:
+            continue
+        decided = _decided_blocks(b.nsdfg.sdfg, b.connector, value)
+        if decided:
+            users.append((b.host, edges[0], decided))
     return users
 
 

@@ -11,7 +11,8 @@ from dace.sdfg.state import ControlFlowRegion, LoopRegion
 from dace.transformation import transformation as xf
 
 from sdfg_scan.identity_copies import ancestors, enclosing_loop, identity_copies, single_element, writes
-from sdfg_scan.scan_structure import used_in_control_flow
+from sdfg_scan.scan_model import ScanStructure, SelfCopy
+from sdfg_scan.scan_structure import analyze_loop, used_in_control_flow
 
 
 @properties.make_properties
@@ -35,12 +36,16 @@ class RemoveScanSelfCopies(xf.SingleStateTransformation):
     Because ``o`` now writes ``s`` itself, a branch that does not write ``o`` leaves ``s`` at the
     value ``i`` had, which is what the removed copy produced. Bitwise identical results.
 
-    Legality checks (``can_be_applied``):
+    Legality checks (``can_be_applied``; :func:`removable_self_copies`, which ``sdfg-scan inspect``
+    calls too):
 
-    - ``_find_copy``: a state of ``N`` holds exactly one write of ``o``, an access-node copy from
-      ``i``; ``i`` is never written and ``o`` never read in ``N``; every other state writing ``o``
-      lies in a different branch of a ``ConditionalBlock`` than the copy (mutually exclusive);
-      ``i``/``o`` are single-element containers.
+    - ``analyze_loop``: ``S`` lies in the k-loop of a column scan, and the copy is one of the
+      analysis' ``SelfCopy``s (``ScanStructure.self_copies``): an identity copy
+      (:func:`sdfg_scan.identity_copies.identity_copies`: a state of ``N`` holds exactly one write of
+      ``o``, an access-node copy from ``i``; ``i`` is never written and ``o`` never read in ``N``;
+      every other state writing ``o`` lies in a different branch of a ``ConditionalBlock`` than the
+      copy; ``i``/``o`` are single-element containers of one dtype) whose ``i`` reads a carry and
+      whose ``o`` feeds that carry's update.
     - ``_outer_scalars``: ``i`` is fed by one access node of a transient single-element ``s``, ``o``
       writes one access node of a transient single-element ``t`` (``t != s``, same dtype).
     - ``_t_only_written_here``: ``t`` is written nowhere else in the column SDFG and appears only
@@ -78,25 +83,47 @@ class RemoveScanSelfCopies(xf.SingleStateTransformation):
     def _find_candidate(self, state: SDFGState, col: SDFG):
         """The first legal ``(inner_state, copy_edge, s_node, in_edge, t_node, out_edge)``, or None."""
         loop = enclosing_loop(state)
-        if loop is None:
+        # cheap necessary condition first: every SelfCopy of the analysis is an identity copy
+        if loop is None or not any(True for _ in identity_copies(self.nsdfg)):
             return None
-        nsdfg = self.nsdfg
-        for inner_state, edge in identity_copies(nsdfg):
-            i, o = edge.src.data, edge.dst.data
-            outer = _outer_scalars(state, nsdfg, i, o)
-            if outer is None:
-                continue
-            s_node, in_edge, t_node, out_edge = outer
-            if not _t_only_written_here(col, state, t_node):
-                continue
-            if not _s_ordered_before(state, nsdfg, s_node.data):
-                continue
-            if not _s_elsewhere(col, state, loop, s_node.data, t_node.data):
-                continue
-            if used_in_control_flow(col, s_node.data) or used_in_control_flow(col, t_node.data):
-                continue
-            return inner_state, edge, s_node, in_edge, t_node, out_edge
+        s = analyze_loop(loop)
+        if s is None:
+            return None
+        for sc in s.self_copies:
+            if sc.nsdfg is self.nsdfg and sc.host is state:
+                plan = self_copy_plan(s, sc)
+                if plan is not None:
+                    return plan
         return None
+
+
+def removable_self_copies(s: ScanStructure) -> list[SelfCopy]:
+    """The self-copies of ``s`` (``s.self_copies``) that ``RemoveScanSelfCopies`` removes.
+
+    ``can_be_applied`` on a nested SDFG is "one of its self-copies is in this list"; ``sdfg-scan
+    inspect`` calls the same function.
+    """
+    return [sc for sc in s.self_copies if self_copy_plan(s, sc) is not None]
+
+
+def self_copy_plan(s: ScanStructure, sc: SelfCopy):
+    """``(inner_state, copy_edge, s_node, in_edge, t_node, out_edge)`` to remove ``sc``, or None when illegal."""
+    state, nsdfg, col = sc.host, sc.nsdfg, s.sdfg
+    if state is None or nsdfg is None or state.sdfg is not col or enclosing_loop(state) is not s.loop:
+        return None
+    outer = _outer_scalars(state, nsdfg, sc.src, sc.dst)
+    if outer is None:
+        return None
+    s_node, in_edge, t_node, out_edge = outer
+    if not _t_only_written_here(col, state, t_node):
+        return None
+    if not _s_ordered_before(state, nsdfg, s_node.data):
+        return None
+    if not _s_elsewhere(col, state, s.loop, s_node.data, t_node.data):
+        return None
+    if used_in_control_flow(col, s_node.data) or used_in_control_flow(col, t_node.data):
+        return None
+    return sc.state, sc.edge, s_node, in_edge, t_node, out_edge
 
 
 # ------------------------------------------------------------------------------------------------

@@ -13,15 +13,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-TARGETS = ("cpu", "gpu")
-REPRODUCIBILITY = ("exact", "replay", "approx")
+from sdfg_scan.context import REPRODUCIBILITY, TARGETS, rank
 
 
-def declare(*, targets: tuple[str, ...], reproducibility: str) -> Callable[[type], type]:
-    """Class decorator: record the targets and the reproducibility class of an expansion.
+def declare(*, targets: tuple[str, ...], reproducibility: str,
+            efficiency: dict[str, float] | None = None) -> Callable[[type], type]:
+    """Class decorator: record the targets, the reproducibility class and the measured efficiency of an
+    expansion (the spec :mod:`sdfg_scan.choice` reads).
+
+    An expansion class may also define ``applies(node, ctx) -> str | None`` (why it does not apply to
+    this node in this context, or None) and ``cost(node, ctx) -> float`` (estimated seconds); without
+    them it applies everywhere its targets allow and costs :func:`sdfg_scan.cost.stream_seconds` at
+    its ``efficiency``.
 
     :param targets: subset of ``("cpu", "gpu")``.
     :param reproducibility: ``"exact"``, ``"replay"`` or ``"approx"``.
+    :param efficiency: fraction of the target's memory bandwidth reached per layout, keyed
+        ``"<target>:<contiguity>"`` (``"cpu:cell"``, ``"cpu:k"``, ``"gpu:strided"``, ...) or
+        ``"<target>"``; calibrated with ``benchmarks/`` (see ``sdfg_scan/cost.py``).
     """
     bad = [t for t in targets if t not in TARGETS]
     if not targets or bad:
@@ -33,14 +42,10 @@ def declare(*, targets: tuple[str, ...], reproducibility: str) -> Callable[[type
     def wrap(cls: type) -> type:
         cls.targets = tuple(targets)  # type: ignore[attr-defined]  # the attributes this decorator adds
         cls.reproducibility = reproducibility  # type: ignore[attr-defined]
+        cls.efficiency = dict(efficiency or {})  # type: ignore[attr-defined]
         return cls
 
     return wrap
-
-
-def rank(reproducibility: str) -> int:
-    """Order of the classes: exact (0) is stronger than replay (1), which is stronger than approx (2)."""
-    return REPRODUCIBILITY.index(reproducibility)
 
 
 __all__ = ["REPRODUCIBILITY", "TARGETS", "declare", "rank"]

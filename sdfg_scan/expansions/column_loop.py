@@ -29,14 +29,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeAlias
 
 import dace
 from dace import dtypes
 from dace.sdfg.state import LoopRegion
 from dace.transformation.transformation import ExpandTransformation
 
+from sdfg_scan.context import cell_axis, context_of
 from sdfg_scan.expansions.environments import ExactArithmetic
-from sdfg_scan.nodes.base import ColumnNode
+
+ColumnNode: TypeAlias = Any  # the node type (duck-typed: an expansion never imports a node module)
+"""Type of the nodes these builders take (duck-typed: ``operand``, ``resolved_axis``, ``label``; an
+expansion never imports a node module)."""
 
 
 @dataclass
@@ -273,13 +278,10 @@ def _connect(st, me, mx, nsdfg, kernel, shape, axis, col_dims, params, nk_range)
 
 
 def cell_axis_of(node: ColumnNode, state: dace.SDFGState, connector: str) -> int | None:
-    """The unit-stride non-scan axis of ``connector``'s container, if any (cell-contiguous layout)."""
+    """The unit-stride non-scan axis of ``connector``'s window, if any (cell-contiguous layout)."""
     op = node.operand(state, connector)
-    axis = node.resolved_axis(len(op.shape))
-    for d, s in enumerate(op.strides):
-        if d != axis and not dace.symbolic.issymbolic(s) and s == 1:
-            return d
-    return None
+    cell, unit = cell_axis(op.shape, op.strides, node.resolved_axis(len(op.shape)))
+    return cell if unit else None
 
 
 class SequentialColumnExpansion(ExpandTransformation):
@@ -292,22 +294,6 @@ class SequentialColumnExpansion(ExpandTransformation):
     @classmethod
     def expansion(cls, node, parent_state, parent_sdfg):
         return build_sequential(node, parent_state, cls.kernel(node, parent_state))
-
-
-def blocking_axis(node: ColumnNode, state: dace.SDFGState, connector: str) -> tuple[int, bool]:
-    """The column axis a blocked schedule blocks, and whether it has unit stride.
-
-    The unit-stride non-scan axis when there is one (cell-contiguous layout); otherwise the
-    non-scan axis with the smallest known stride (the last one if all are symbolic).
-    """
-    cell = cell_axis_of(node, state, connector)
-    if cell is not None:
-        return cell, True
-    op = node.operand(state, connector)
-    axis = node.resolved_axis(len(op.shape))
-    cols = [d for d in range(len(op.shape)) if d != axis]
-    known = [d for d in cols if not dace.symbolic.issymbolic(op.strides[d])]
-    return (min(known, key=lambda d: op.strides[d]) if known else cols[-1]), False
 
 
 INTERLEAVE = 8
@@ -324,14 +310,17 @@ class BlockedColumnExpansion(ExpandTransformation):
 
     environments = [ExactArithmetic]
     kernel: Callable[..., ColumnKernel] | None = None  # staticmethod(node, state) -> ColumnKernel
-    operand = "_in"
+
+    @staticmethod
+    def applies(node, ctx) -> str | None:
+        return None if ctx.layout.cell_axis is not None else "needs a column axis to block (1-d operands)"
 
     @classmethod
     def expansion(cls, node, parent_state, parent_sdfg):
-        cell, contiguous = blocking_axis(node, parent_state, cls.operand)
-        block = node.block_size if contiguous else min(node.block_size, INTERLEAVE)
-        return build_blocked(node, parent_state, cls.kernel(node, parent_state), cell, block)
+        layout = context_of(node, parent_state).layout
+        block = node.block_size if layout.cells_contiguous else min(node.block_size, INTERLEAVE)
+        return build_blocked(node, parent_state, cls.kernel(node, parent_state), layout.cell_axis, block)
 
 
-__all__ = ["INTERLEAVE", "BlockedColumnExpansion", "ColumnKernel", "blocking_axis", "SequentialColumnExpansion", "build_blocked",
+__all__ = ["INTERLEAVE", "BlockedColumnExpansion", "ColumnKernel", "SequentialColumnExpansion", "build_blocked",
            "build_sequential", "cell_axis_of", "window_sdfg"]

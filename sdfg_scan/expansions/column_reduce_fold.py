@@ -15,6 +15,7 @@ from __future__ import annotations
 import dace
 import numpy as np
 
+from sdfg_scan.context import target_of
 from sdfg_scan.expansions.column_reduce_tree import _Block, _code_parts, _tasklet_map, cpp_literal, vector_column
 from sdfg_scan.reference import reduce_identity
 
@@ -235,7 +236,7 @@ def build_kvector(node, state: dace.SDFGState, lanes: int) -> dace.SDFG:
     axis = node.resolved_axis(len(x.shape))
     cell_axis = [d for d in range(len(x.shape)) if d != axis][-1]
     blk = _Block(node, state, cell_axis)
-    fast = _kvector_fast(node, blk) if node.target(state) == "cpu" else None
+    fast = _kvector_fast(node, blk) if target_of(node, state) == "cpu" else None
     if fast is not None:
         return _tasklet_map(node, state, f"{node.label}_kvector", cell_axis, 1, fast)
     vt, ident, _valid, value, _arg, combine = _code_parts(node, blk)

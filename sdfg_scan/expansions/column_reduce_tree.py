@@ -29,6 +29,7 @@ import dace
 import numpy as np
 from dace import dtypes
 
+from sdfg_scan.context import target_of
 from sdfg_scan.reference import reduce_identity
 
 STACK_DEPTH = 34
@@ -277,7 +278,7 @@ def build_lanes(node, state: dace.SDFGState, lanes: int) -> dace.SDFG:
     axis = node.resolved_axis(len(x.shape))
     cell_axis = [d for d in range(len(x.shape)) if d != axis][-1]
     blk = _Block(node, state, cell_axis)
-    fast = _lanes_fast(node, blk, lanes) if node.target(state) == "cpu" else None
+    fast = _lanes_fast(node, blk, lanes) if target_of(node, state) == "cpu" else None
     if fast is not None:
         return _tasklet_map(node, state, f"{node.label}_lanes", cell_axis, 1, fast)
     vt, ident, _valid, value, arg, combine = _code_parts(node, blk)

@@ -16,13 +16,15 @@ themselves); anything else raises an error that names the layouts supported.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, TypeAlias, cast
 
 import dace
 from dace import dtypes
 
+from sdfg_scan.context import Operand
 from sdfg_scan.expansions.environments import CuSparse
-from sdfg_scan.nodes.base import ColumnNode, Operand
+
+ColumnNode: TypeAlias = Any  # the node type (duck-typed: an expansion never imports a node module)
 
 PREFIX = {dace.float32: "S", dace.float64: "D"}
 

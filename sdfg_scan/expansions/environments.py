@@ -18,12 +18,17 @@ class ExactArithmetic:
     contract ``a*b + c`` into an FMA and replace ``x / y`` by ``x * (1/y)``; either changes bits. An SDFG
     that holds an ``exact`` expansion is compiled with these flags appended (they come after DaCe's own
     flags, so they win). They apply to the whole host translation unit of that SDFG, which only ever
-    makes other code more faithful to IEEE semantics.
+    makes other code more faithful to IEEE semantics; ``CMAKE_CUDA_FLAGS`` gives a CUDA build the nvcc
+    equivalents (:data:`FLAGS_CUDA`). ``sdfg_scan.compile_flags("exact")`` lists them.
     """
 
     cmake_minimum_version = None
     cmake_packages: list[str] = []
-    cmake_variables: dict[str, str] = {}
+    # appended to DaCe's CUDA flags (the value is expanded when CMake configures): FLAGS_CUDA for device
+    # code, the host flags for the host code nvcc compiles
+    cmake_variables = {"CMAKE_CUDA_FLAGS": "${CMAKE_CUDA_FLAGS} --fmad=false -prec-div=true -prec-sqrt=true "
+                                           "-Xcompiler=-ffp-contract=off -Xcompiler=-fno-reciprocal-math "
+                                           "-Xcompiler=-fsigned-zeros"}
     cmake_includes: list[str] = []
     cmake_libraries: list[str] = []
     cmake_compile_flags = ["-ffp-contract=off", "-fno-reciprocal-math", "-fsigned-zeros", "-fno-fast-math"]

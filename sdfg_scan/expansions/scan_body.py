@@ -32,8 +32,16 @@ import dace
 import numpy as np
 from dace.sdfg.state import LoopRegion
 
-from sdfg_scan.nodes.scan import LEVELS, stride_symbol
 from sdfg_scan.reference import EMIT_MODES
+
+LEVELS = "_nk"
+"""Level-count symbol of bodies built by :func:`build_body` (``Scan(columns="map")``)."""
+
+
+def stride_symbol(connector: str) -> str:
+    """Symbol of the scan-axis stride of a per-level connector in a ``columns="map"`` body."""
+    return f"_st_{connector}"
+
 
 _FUNCS = {"exp": "math.exp", "log": "math.log", "sqrt": "math.sqrt", "abs": "abs", "fabs": "abs",
           "sin": "math.sin", "cos": "math.cos", "tanh": "math.tanh",

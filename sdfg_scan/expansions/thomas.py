@@ -29,12 +29,13 @@ identical results):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, TypeAlias
 
 import dace
 from dace import dtypes
 from dace.sdfg.state import LoopRegion
 
-from sdfg_scan.nodes.base import ColumnNode
+ColumnNode: TypeAlias = Any  # the node type (duck-typed: an expansion never imports a node module)
 
 NK, NB, K, CELL = "_nk", "_nb", "_k", "_cell"
 GPU_BLOCK = 128
@@ -287,25 +288,5 @@ def build_blocked(node: ColumnNode, state: dace.SDFGState, kernel: SweepKernel, 
     return outer
 
 
-def block_axis(node: ColumnNode, state: dace.SDFGState, connector: str) -> tuple[int | None, bool]:
-    """The column axis to block over and whether it is unit-stride (cell-contiguous layout).
-
-    The unit-stride column axis if there is one; otherwise the column axis with the smallest
-    constant stride (the last column axis when strides are symbolic); None for 1-d operands.
-    """
-    op = node.operand(state, connector)
-    axis = node.resolved_axis(len(op.shape))
-    cols = [d for d in range(len(op.shape)) if d != axis]
-    if not cols:
-        return None, False
-    for d in cols:
-        if not dace.symbolic.issymbolic(op.strides[d]) and op.strides[d] == 1:
-            return d, True
-    numeric = [d for d in cols if not dace.symbolic.issymbolic(op.strides[d])]
-    if numeric:
-        return min(numeric, key=lambda d: op.strides[d]), False
-    return cols[-1], False
-
-
-__all__ = ["LevelLoop", "SweepKernel", "backward", "block_axis", "build_blocked", "build_columns", "first_level",
+__all__ = ["LevelLoop", "SweepKernel", "backward", "build_blocked", "build_columns", "first_level",
            "forward"]

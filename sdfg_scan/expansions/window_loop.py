@@ -1,6 +1,10 @@
 """Builder of the ``WindowReduce`` expansions: (blocks of) columns -> nested SDFG -> k ``LoopRegion``.
 
-``out[k] = sum_j w[j] * x[k + o[j]]`` (out-of-column terms skipped), or a user body. Two schedules:
+``out[k] = sum_j w[j] * x[k + o[j]]`` (out-of-column terms skipped), or a user body. The weights are
+constants (``node.weights``, literals in the code) or, with ``node.weights_input``, the runtime array
+of the ``_weights`` connector: ``(J,)``, column shape + ``(J,)`` or input shape + ``(J,)`` (size-1
+axes broadcast); the nested SDFG then also gets the block's or column's window of it (``wgt``) and
+reads the weight of term ``j`` at the output level. Two schedules:
 
 *blocked* (cells contiguous, CPU): the expansion SDFG maps over the other column axes and over
 blocks of ``block`` cells of the cell axis. Inside, the ``LoopRegion`` over the levels holds an
@@ -38,6 +42,8 @@ import dace
 from dace import dtypes
 from dace.sdfg.state import LoopRegion
 
+from sdfg_scan.reference_columns import window_weight_kind
+
 
 def _s(expr) -> str:
     return dace.symbolic.symstr(expr)
@@ -59,10 +65,11 @@ def inside(offset: int) -> str:
 
 
 def level_code(offsets: list[int], weights: list[float], body: str, dtype: dace.typeclass,
-               value: list[str], interior: bool = False) -> str:
+               value: list[str], interior: bool = False, wvalue: list[str] | None = None) -> str:
     """Tasklet code computing ``_out`` from the window values ``value[j]`` (connector names).
 
-    ``interior``: every offset lies inside the column (no tests)."""
+    ``interior``: every offset lies inside the column (no tests). ``wvalue``: connector names of
+    runtime weights (cast to ``dtype``), instead of the constants ``weights``."""
 
     def ins(o: int) -> str:
         return "True" if interior else inside(o)
@@ -75,17 +82,76 @@ def level_code(offsets: list[int], weights: list[float], body: str, dtype: dace.
             lines.append(f"v{j} = {ins(o)}")
         return "\n".join(lines + [body])
     lines.append(f"acc = {weight_literal(-0.0, dtype)}")
-    for j, (o, w) in enumerate(zip(offsets, weights, strict=True)):
-        term = f"acc + {weight_literal(w, dtype)} * {value[j]}"
+    wexpr = weight_exprs(weights, dtype, wvalue)
+    for j, o in enumerate(offsets):
+        term = f"acc + {wexpr[j]} * {value[j]}"
         lines.append(f"acc = {term}" if ins(o) == "True" else f"acc = ({term}) if {ins(o)} else acc")
     return "\n".join(lines + ["_out = acc"])
+
+
+def weight_exprs(weights: list[float], dtype: dace.typeclass, wvalue: list[str] | None) -> list[str]:
+    """Tasklet expressions of the weights rounded to ``dtype``: literals, or casts of the connectors ``wvalue``."""
+    if wvalue is None:
+        return [weight_literal(w, dtype) for w in weights]
+    return [f"dace.{dtype.to_string()}({w})" for w in wvalue]
+
+
+class _WindowWeights:
+    """The runtime ``_weights`` operand as seen by one block or column (inner array ``wgt``).
+
+    ``x`` is the ``_in`` operand; the outer subset picks the block's or column's weights (index 0 on
+    axes of length 1: broadcast) and the inner array keeps the cell axis (blocked schedule, unless
+    broadcast), the level axis (``"levels"`` weights, unless broadcast) and the term axis ``J``."""
+
+    def __init__(self, w, x, axis: int, cell_axis: int, per_column: bool, block: int):
+        self.desc, self.shape, self.strides = w.desc, w.shape, w.strides
+        self.kind = window_weight_kind(len(x.shape), len(w.shape))
+        nterms = w.shape[-1]
+        subset: list[str] = ["0"] * (len(w.shape) - 1) + [f"0:{_s(nterms)}"]
+        inner, strides, self.index = [], [], []
+        ncell = _s(x.shape[cell_axis])
+        for d in range(len(x.shape)):
+            wd = self.axis_of(d, axis)
+            if wd is None or w.shape[wd] == 1:
+                continue  # broadcast: index 0
+            if d == axis:
+                subset[wd] = f"0:{_s(x.shape[axis])}"
+                inner.append(dace.symbol("_nk"))
+                self.index.append("{level}")
+            elif d == cell_axis and not per_column:
+                subset[wd] = f"{block}*_b:Min({ncell}, {block}*_b + {block})"
+                inner.append(dace.symbol("_nb"))
+                self.index.append("_c")
+            else:
+                subset[wd] = f"_i{d}"
+                continue
+            strides.append(w.strides[wd])
+        # the inner axes in the order of the outer ones (the cell and level axes may come either way)
+        self.inner_shape = inner + [nterms]
+        self.inner_strides = strides + [w.strides[-1]]
+        self.subset = ", ".join(subset)
+        self.per_level = "{level}" in self.index
+
+    def axis_of(self, d: int, axis: int) -> int | None:
+        """The weights axis matching axis ``d`` of ``x`` (None: absent)."""
+        if self.kind == "vector" or (self.kind == "columns" and d == axis):
+            return None
+        return d if self.kind == "levels" or d < axis else d - 1
+
+    def at(self, level: str, j: int) -> str:
+        """Memlet text of the weight of term ``j`` for output level ``level`` and the current cell."""
+        return "wgt[" + ", ".join([i.format(level=level) for i in self.index] + [str(j)]) + "]"
+
+    def reads(self, level: str, nterms: int, prefix: str = "w") -> dict[str, str]:
+        """Tasklet connectors ``{prefix}{j}`` -> memlets of the weights of ``level``."""
+        return {f"{prefix}{j}": self.at(level, j) for j in range(nterms)}
 
 
 class _WindowColumn:
     """The nested SDFG of one block of cells (``per_column``: of one column, no cell map)."""
 
     def __init__(self, name: str, x: dace.data.Data, out: dace.data.Data, strides_in, strides_out, block: int,
-                 per_column: bool):
+                 per_column: bool, weights: _WindowWeights | None = None):
         self.sdfg = dace.SDFG(name)
         self.sdfg.using_explicit_control_flow = True
         for sym in ("_nk",) + (() if per_column else ("_nb",)):
@@ -97,6 +163,10 @@ class _WindowColumn:
         else:
             self.sdfg.add_array("xin", [nb, nk], x.dtype, storage=x.storage, strides=strides_in)
             self.sdfg.add_array("yout", [nb, nk], out.dtype, storage=out.storage, strides=strides_out)
+        if weights is not None:
+            self.sdfg.add_array("wgt", weights.inner_shape, weights.desc.dtype, storage=weights.desc.storage,
+                                strides=weights.inner_strides)
+        self.weights = weights
         self.dtype, self.block, self.last, self.per_column = x.dtype, block, None, per_column
         self.cell = "" if per_column else "_c, "
 
@@ -170,15 +240,23 @@ def _jammed(col: _WindowColumn, st: dace.SDFGState, offsets: list[int], weights:
             dtype: dace.typeclass, jam: int) -> None:
     """One tasklet per cell computing the ``jam`` interior levels ``_k .. _k + jam - 1``: each window row
     ``x[k + d]`` (``d`` in ``min(o) .. max(o) + jam - 1``) is loaded once and reused by up to ``jam``
-    outputs. Every output keeps the reference order of its terms (bitwise equal)."""
+    outputs (runtime weights: once per level when they vary along the levels, else once per cell).
+    Every output keeps the reference order of its terms (bitwise equal)."""
     lo = min(offsets)
     rows = sorted({o + u for o in offsets for u in range(jam)})
     reads = {f"x{d - lo}": col.x(d, True) for d in rows}
     lines = []
     for u in range(jam):
+        wvalue = None
+        if col.weights is not None:
+            prefix = f"w{u}_" if col.weights.per_level else "w"
+            wreads = col.weights.reads(f"_k + {u}", len(offsets), prefix)
+            reads.update(wreads)
+            wvalue = list(wreads)
+        wexpr = weight_exprs(weights, dtype, wvalue)
         lines.append(f"acc{u} = {weight_literal(-0.0, dtype)}")
-        for o, w in zip(offsets, weights, strict=True):
-            lines.append(f"acc{u} = acc{u} + {weight_literal(w, dtype)} * x{o + u - lo}")
+        for j, o in enumerate(offsets):
+            lines.append(f"acc{u} = acc{u} + {wexpr[j]} * x{o + u - lo}")
         lines.append(f"_out{u} = acc{u}")
     col.cells(st, "\n".join(lines), reads, {f"_out{u}": col.at("yout", f"_k + {u}") for u in range(jam)})
 
@@ -192,11 +270,14 @@ def build_window(node, state: dace.SDFGState, cell_axis: int, block: int, cached
     offsets, weights, body = list(node.offsets), list(node.weights), node.body
     cs = x.strides[cell_axis]
     per_column = block == 1 or dace.symbolic.issymbolic(cs) or cs != 1
+    wop = node.operand(state, "_weights") if node.weights_input else None
+    wgt = None if wop is None else _WindowWeights(wop, x, axis, cell_axis, per_column, block)
+    ports = [("_in", x), ("_out", out)] + ([] if wop is None else [("_weights", wop)])
     outer = dace.SDFG(f"{node.label}_{'kcached' if cached else 'direct'}")
     outer.using_explicit_control_flow = True
     for sym, dt in state.sdfg.symbols.items():
         outer.add_symbol(sym, dt)
-    for conn, op in (("_in", x), ("_out", out)):
+    for conn, op in ports:
         outer.add_array(conn, op.shape, op.dtype, storage=op.desc.storage, strides=op.strides)
     used = set()
     for d in outer.arrays.values():
@@ -207,7 +288,7 @@ def build_window(node, state: dace.SDFGState, cell_axis: int, block: int, cached
 
     col = _WindowColumn(f"{node.label}_{'column' if per_column else 'block'}", x.desc, out.desc,
                         [x.strides[cell_axis], x.strides[axis]], [out.strides[cell_axis], out.strides[axis]], block,
-                        per_column)
+                        per_column, wgt)
     ranges = _level_ranges(offsets)
     jam = node.unroll if not cached and not body and not per_column else 1
     if not cached:
@@ -219,8 +300,9 @@ def build_window(node, state: dace.SDFGState, cell_axis: int, block: int, cached
                 first = f"{a} + {jam} * int_floor(Max(0, _nk - {a + b}), {jam})"
             st = col.loop(label, first, cond)
             reads = {f"x{j}": col.x(o, interior) for j, o in enumerate(offsets)}
-            col.cells(st, level_code(offsets, weights, body, x.dtype, list(reads), interior), reads,
-                      {"_out": col.at("yout", "_k")})
+            wreads = {} if wgt is None else wgt.reads("_k", len(offsets))
+            code = level_code(offsets, weights, body, x.dtype, list(reads), interior, list(wreads) if wgt else None)
+            col.cells(st, code, {**reads, **wreads}, {"_out": col.at("yout", "_k")})
     else:
         lo, hi = min(offsets), max(offsets)
         width = hi - lo + 1
@@ -237,12 +319,14 @@ def build_window(node, state: dace.SDFGState, cell_axis: int, block: int, cached
             st = col.loop(label, first, cond)
             reads = {f"r{t}": col.ring(t) for t in range(1, width)}
             reads["xn"] = col.x(hi, interior)
+            wreads = {} if wgt is None else wgt.reads("_k", len(offsets))
+            reads.update(wreads)
             writes = {f"r{t}_": col.ring(t) for t in range(1, width)}
             writes["_out"] = col.at("yout", "_k")
             shift = [f"r{t}_ = r{t + 1}" for t in range(1, width - 1)] + ([f"r{width - 1}_ = xn"] if width > 1 else [])
             value = ["xn" if o == hi else f"r{o - lo + 1}" for o in offsets]
-            col.cells(st, "\n".join(shift + [level_code(offsets, weights, body, x.dtype, value, interior)]),
-                      reads, writes)
+            code = level_code(offsets, weights, body, x.dtype, value, interior, list(wreads) if wgt else None)
+            col.cells(st, "\n".join(shift + [code]), reads, writes)
 
     st = outer.add_state("blocks", is_start_block=True)
     ncell = _s(x.shape[cell_axis])
@@ -272,10 +356,14 @@ def build_window(node, state: dace.SDFGState, cell_axis: int, block: int, cached
     mapping["_nk"] = x.shape[axis]
     if not per_column:
         mapping["_nb"] = dace.symbolic.pystr_to_symbolic(f"Min({block}, {ncell} - {block}*_b)")
-    nsdfg = st.add_nested_sdfg(col.sdfg, {"xin": None}, {"yout": None}, symbol_mapping=mapping)
+    nsdfg = st.add_nested_sdfg(col.sdfg, {"xin": None} if wgt is None else {"xin": None, "wgt": None}, {"yout": None},
+                               symbol_mapping=mapping)
     st.add_memlet_path(st.add_read("_in"), me, nsdfg, dst_conn="xin", memlet=dace.Memlet(f"_in[{subset}]"))
+    if wgt is not None:
+        st.add_memlet_path(st.add_read("_weights"), me, nsdfg, dst_conn="wgt",
+                           memlet=dace.Memlet(f"_weights[{wgt.subset}]"))
     st.add_memlet_path(nsdfg, mx, st.add_write("_out"), src_conn="yout", memlet=dace.Memlet(f"_out[{subset}]"))
     return outer
 
 
-__all__ = ["build_window", "inside", "level_code", "weight_literal"]
+__all__ = ["build_window", "inside", "level_code", "weight_exprs", "weight_literal"]

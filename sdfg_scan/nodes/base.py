@@ -1,51 +1,16 @@
-"""What every sdfg_scan library node shares: the scan axis, connector lookup, errors, target detection
-and the ``auto`` expansion that resolves to a concrete one.
+"""What every sdfg_scan library node shares: the scan axis, connector lookup, errors, the operands its
+layout is read from, and the ``auto`` expansion that resolves through :func:`sdfg_scan.choice.choose`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import dace
-from dace import dtypes, properties
-from dace.sdfg.scope import is_devicelevel_gpu
+from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
-from sdfg_scan.expansions import REPRODUCIBILITY, rank
-
-GPU_SCHEDULES = (dtypes.ScheduleType.GPU_Device, dtypes.ScheduleType.GPU_ThreadBlock,
-                 dtypes.ScheduleType.GPU_Persistent, dtypes.ScheduleType.GPU_ThreadBlock_Dynamic)
-
-
-@dataclass(frozen=True)
-class Operand:
-    """One connected connector of a node: its edge, the outer container and the accessed window.
-
-    ``shape`` is the size of the memlet subset (the window the node works on; all dimensions kept),
-    ``strides`` the window's strides (container strides times the subset step), ``offset`` the
-    subset's first index per dimension.
-    """
-
-    connector: str
-    edge: dace.sdfg.graph.MultiConnectorEdge
-    desc: dace.data.Data
-
-    @property
-    def shape(self) -> tuple:
-        return tuple(self.edge.data.subset.size())
-
-    @property
-    def offset(self) -> tuple:
-        return tuple(r[0] for r in self.edge.data.subset.ndrange())
-
-    @property
-    def strides(self) -> tuple:
-        """Element strides of the window: container strides times the subset's step."""
-        return tuple(s * r[2] for s, r in zip(self.desc.strides, self.edge.data.subset.ndrange(), strict=True))
-
-    @property
-    def dtype(self) -> dace.typeclass:
-        return self.desc.dtype
+from sdfg_scan.choice import check_pin, choose
+from sdfg_scan.context import GPU_SCHEDULES, REPRODUCIBILITY, Operand
+from sdfg_scan.nodes.labels import expansion_label, node_label
 
 
 @properties.make_properties
@@ -58,9 +23,60 @@ class ColumnNode(dace.nodes.LibraryNode):
 
     axis = properties.Property(dtype=int, default=-1, category="Semantics",
                                desc="the scan (vertical) axis; negative values count from the last axis")
-    reproducibility = properties.Property(dtype=str, default="exact", category="Expansion",
-                                          desc="weakest reproducibility class 'auto' may select: "
-                                               "exact, replay or approx")
+    reproducibility = properties.Property(dtype=str, default="", category="Expansion",
+                                          desc="this node's reproducibility floor: exact, replay or approx; "
+                                               "empty: the class selection is asked for (exact by default)")
+    selection_reason = properties.Property(dtype=str, default="", category="Expansion",
+                                           desc="why selection chose the implementation (set by select_expansions)")
+    selected = properties.Property(dtype=str, default="", category="Expansion",
+                                   desc="the implementation selection chose (a different implementation is a pin)")
+
+    # -- serialization and viewing --------------------------------------------------------------
+    def describe(self) -> str:
+        """The semantics that tell nodes of one kind apart (``sum, axis=1, forward``); subclasses refine."""
+        return f"axis={self.axis}"
+
+    def implementation_class(self) -> str:
+        """Reproducibility class of the chosen implementation; the requested floor while it is ``auto``."""
+        impl = type(self).implementations.get(self.implementation)
+        if impl is None or issubclass(impl, AutoExpansion):
+            return self.reproducibility
+        return getattr(impl, "reproducibility", self.reproducibility)
+
+    def __str__(self):
+        """The label viewers draw and search: ``<name>: <Kind>(<describe()>) [<implementation>, <class>]``."""
+        return node_label(self.name, type(self).__name__, self.describe(),
+                          self.implementation or type(self).default_implementation, self.implementation_class())
+
+    #: attributes written first (and always, even at their default values): what a viewer shows on top
+    ALWAYS_SAVED = ("implementation", "reproducibility", "selection_reason")
+
+    def to_json(self, parent):
+        """DaCe's JSON, with ``implementation``, ``reproducibility`` and ``selection_reason`` always
+        present and first, and SDFG-valued properties (``Scan.body``) last, after every short one."""
+        obj = super().to_json(parent)
+        attrs = obj["attributes"]
+        props = dict(self.__properties__)
+        front = {k: props[k].to_json(getattr(self, k)) for k in self.ALWAYS_SAVED}
+        rest = {k: v for k, v in attrs.items() if k not in front}
+        big = {k: v for k, v in rest.items() if isinstance(v, dict) and v.get("type") == "SDFG"}
+        obj["attributes"] = {**front, **{k: v for k, v in rest.items() if k not in big}, **big}
+        return obj
+
+    def expand(self, state_or_sdfg, state_or_impl=None, **kwargs) -> str:
+        """``LibraryNode.expand``; the nested SDFG put in the node's place is labelled
+        ``<name>_<implementation>`` (:func:`sdfg_scan.nodes.labels.expansion_label`) so that the expanded
+        program shows which schedule each node got."""
+        if not isinstance(state_or_sdfg, dace.SDFGState):  # deprecated (sdfg, state) interface
+            return super().expand(state_or_sdfg, state_or_impl, **kwargs)
+        before = set(state_or_sdfg.nodes())
+        chosen = super().expand(state_or_sdfg, state_or_impl, **kwargs)
+        created = [n for n in state_or_sdfg.nodes() if n not in before and isinstance(n, dace.nodes.NestedSDFG)]
+        if len(created) == 1:
+            # ``auto`` recorded the concrete implementation in the node before expanding with it
+            auto = issubclass(type(self).implementations[chosen], AutoExpansion)
+            created[0].label = expansion_label(self.name, self.implementation if auto else chosen)
+        return chosen
 
     # -- errors ---------------------------------------------------------------------------------
     def error(self, message: str) -> ValueError:
@@ -101,43 +117,31 @@ class ColumnNode(dace.nodes.LibraryNode):
                 raise self.error(f"connector '{op.connector}' has shape {op.shape}, expected the shape of "
                                  f"'{ref.connector}' {ref.shape}")
         self.resolved_axis(len(ref.shape))
-        if self.reproducibility not in REPRODUCIBILITY:
-            raise self.error(f"reproducibility must be one of {REPRODUCIBILITY}, got '{self.reproducibility}'")
+        if self.reproducibility and self.reproducibility not in REPRODUCIBILITY:
+            raise self.error(f"reproducibility must be one of {REPRODUCIBILITY} (or empty), "
+                             f"got '{self.reproducibility}'")
         return ops
 
-    # -- expansion choice -----------------------------------------------------------------------
-    def target(self, state: dace.SDFGState) -> str:
-        """``"gpu"`` when the node runs on the GPU (schedule, storage or enclosing scope), else ``"cpu"``."""
-        if self.schedule in GPU_SCHEDULES or is_devicelevel_gpu(state.sdfg, state, self):
-            return "gpu"
-        for e in list(state.in_edges(self)) + list(state.out_edges(self)):
-            if e.data.data is not None and state.sdfg.arrays[e.data.data].storage in (
-                    dtypes.StorageType.GPU_Global, dtypes.StorageType.GPU_Shared):
-                return "gpu"
-        return "cpu"
-
-    def candidates(self, state: dace.SDFGState) -> list[str]:
-        """Implementations that fit the target and the requested reproducibility, in registry order."""
-        tgt = self.target(state)
-        floor = rank(self.reproducibility)
-        return [name for name, cls in self.implementations.items()
-                if name != "auto" and tgt in cls.targets and rank(cls.reproducibility) <= floor]
-
-    def choose_implementation(self, state: dace.SDFGState) -> str:
-        """The implementation ``auto`` expands to; subclasses refine this (strides, sizes)."""
-        cands = self.candidates(state)
-        if not cands:
-            raise self.error(f"no expansion fits target '{self.target(state)}' with reproducibility "
-                             f"'{self.reproducibility}' or stronger")
-        return cands[0]
+    # -- layout ---------------------------------------------------------------------------------
+    def layout_operands(self, state: dace.SDFGState) -> list[Operand]:
+        """The connected operands that carry the scan axis (the highest rank), principal one first:
+        what :func:`sdfg_scan.context.layout_of` reads."""
+        ops = [self.operand(state, c) for c in list(self.in_connectors) + list(self.out_connectors)
+               if self.has_edge(state, c)]
+        ops = [op for op in ops if op.edge.data.data is not None]
+        if not ops:
+            return []
+        top = max(len(op.shape) for op in ops)
+        return [op for op in ops if len(op.shape) == top]
 
 
 class AutoExpansion(ExpandTransformation):
     """Base of every node's ``auto`` implementation.
 
-    It asks the node for a concrete implementation (:meth:`ColumnNode.choose_implementation`), records
-    it in ``node.implementation`` and expands with it, so the chosen expansion's environments are
-    attached (a plain dispatching ``expansion`` would only attach this class's empty list).
+    It asks the chooser (:func:`sdfg_scan.choice.choose`, what ``select_expansions`` uses) for a concrete
+    implementation, records it in ``node.implementation`` and expands with it, so the chosen
+    expansion's environments are attached (a plain dispatching ``expansion`` would only attach this
+    class's empty list).
     """
 
     environments: list = []
@@ -150,9 +154,9 @@ class AutoExpansion(ExpandTransformation):
 
     def apply(self, state, sdfg, *args, **kwargs):
         node = state.node(self.subgraph[type(self)._match_node])
-        chosen = node.choose_implementation(state)
-        node.implementation = chosen
-        node.expand(state, chosen)
+        choice = choose(node, state)
+        node.implementation, node.selection_reason = choice.implementation, choice.reason
+        node.expand(state, choice.implementation)
 
 
-__all__ = ["AutoExpansion", "ColumnNode", "GPU_SCHEDULES", "Operand"]
+__all__ = ["AutoExpansion", "ColumnNode", "GPU_SCHEDULES", "Operand", "check_pin"]

@@ -8,11 +8,12 @@ import numpy as np
 from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
+from sdfg_scan.context import context_of
+from sdfg_scan.cost import stream_seconds
 from sdfg_scan.expansions import declare
 from sdfg_scan.expansions.column_loop import (
     ColumnKernel,
     SequentialColumnExpansion,
-    blocking_axis,
 )
 from sdfg_scan.expansions.column_reduce_fold import build_fold, build_kvector
 from sdfg_scan.expansions.column_reduce_tree import build_lanes, build_tree, vector_column, vector_lanes
@@ -86,7 +87,8 @@ def kernel(node: ColumnReduce, state: dace.SDFGState) -> ColumnKernel:
 
 
 @dace.library.expansion
-@declare(targets=("cpu", "gpu"), reproducibility="exact")
+@declare(targets=("cpu", "gpu"), reproducibility="exact",
+         efficiency={"cpu:k": 0.4, "cpu:cell": 0.05, "cpu:strided": 0.05, "gpu:cell": 0.8, "gpu": 0.15})
 class ExpandColumnReduceSequential(SequentialColumnExpansion):
     """Order-pinned fold: one column per map iteration, k-loop inside, accumulator in a register."""
 
@@ -94,7 +96,7 @@ class ExpandColumnReduceSequential(SequentialColumnExpansion):
 
 
 @dace.library.expansion
-@declare(targets=("cpu",), reproducibility="exact")
+@declare(targets=("cpu",), reproducibility="exact", efficiency={"cpu:cell": 0.45, "cpu:k": 0.16, "cpu:strided": 0.16})
 class ExpandColumnReduceBlocked(ExpandTransformation):
     """The same fold over blocks of ``block_size`` cells, in C++ (``column_reduce_fold.build_fold``):
     the level loop unrolled by ``unroll`` and jammed into the branch-free (vectorised) cell loop.
@@ -109,9 +111,9 @@ class ExpandColumnReduceBlocked(ExpandTransformation):
     @staticmethod
     def expansion(node, parent_state, parent_sdfg):
         node.validate(parent_sdfg, parent_state)
-        cell = node.cell_axis(parent_state)
-        block = node.block_size if node.cells_contiguous(parent_state) else min(node.block_size, 8)
-        return build_fold(node, parent_state, cell, block, node.unroll)
+        layout = context_of(node, parent_state).layout
+        block = node.block_size if layout.cells_contiguous else min(node.block_size, 8)
+        return build_fold(node, parent_state, layout.cell_axis, block, node.unroll)
 
 
 @dace.library.expansion
@@ -124,6 +126,15 @@ class ExpandColumnReduceKVector(ExpandTransformation):
     environments = [ExactArithmetic]
 
     @staticmethod
+    def applies(node, ctx) -> str | None:
+        return None if node.op in SELECT_OPS else f"needs a selection op {SELECT_OPS}, got '{node.op}'"
+
+    @staticmethod
+    def cost(node, ctx) -> float:
+        fast = ctx.target == "cpu" and node.kvector_fast(ctx.state)
+        return stream_seconds(ctx, 0.55 if fast else (0.03 if ctx.target == "cpu" else 0.1))
+
+    @staticmethod
     def expansion(node, parent_state, parent_sdfg):
         node.validate(parent_sdfg, parent_state)
         if node.op not in SELECT_OPS:
@@ -133,7 +144,8 @@ class ExpandColumnReduceKVector(ExpandTransformation):
 
 
 @dace.library.expansion
-@declare(targets=("cpu", "gpu"), reproducibility="exact")
+@declare(targets=("cpu", "gpu"), reproducibility="exact", efficiency={"cpu:cell": 0.15, "cpu:k": 0.12, "cpu": 0.1,
+                                                                    "gpu": 0.1})
 class ExpandColumnReduceTree(ExpandTransformation):
     """Fixed pairwise tree (``reference.column_reduce(order="tree")``), blocks of ``tree_block`` cells."""
 
@@ -143,11 +155,12 @@ class ExpandColumnReduceTree(ExpandTransformation):
     def expansion(node, parent_state, parent_sdfg):
         node.validate(parent_sdfg, parent_state)
         block = node.tree_block
-        if node.target(parent_state) == "gpu":
+        ctx = context_of(node, parent_state)
+        if ctx.target == "gpu":
             block = 1
-        elif not node.cells_contiguous(parent_state):
+        elif not ctx.layout.cells_contiguous:
             block = min(block, 16)  # interleaved columns: the block's columns stay in L1
-        return build_tree(node, parent_state, node.cell_axis(parent_state), block)
+        return build_tree(node, parent_state, ctx.layout.cell_axis, block)
 
 
 @dace.library.expansion
@@ -163,6 +176,11 @@ class ExpandColumnReduceLanes(ExpandTransformation):
     environments = [ExactArithmetic]
 
     @staticmethod
+    def cost(node, ctx) -> float:
+        fast = ctx.target == "cpu" and node.lanes_fast(ctx.state)
+        return stream_seconds(ctx, 0.7 if fast else (0.04 if ctx.target == "cpu" else 0.1))
+
+    @staticmethod
     def expansion(node, parent_state, parent_sdfg):
         node.validate(parent_sdfg, parent_state)
         return build_lanes(node, parent_state, node.lanes)
@@ -170,8 +188,12 @@ class ExpandColumnReduceLanes(ExpandTransformation):
 
 @dace.library.expansion
 class ExpandColumnReduceAuto(AutoExpansion):
-    """See :meth:`ColumnReduce.choose_implementation` (an ``exact`` expansion unless the node's
-    ``reproducibility`` allows ``replay``)."""
+    """The cheapest eligible expansion (:func:`sdfg_scan.choice.choose`): CPU, cells contiguous:
+    ``blocked`` (unroll-and-jam C++ fold, vectorised cell loop); CPU, K contiguous: ``kvector`` where
+    its vector fast path applies (unmasked float selection ops; 1 thread, ncol=81920, nlev=90:
+    argmin 1.9 ms against 7.1 ms ``sequential``), at ``replay`` ``lanes`` where its vector path applies
+    (unmasked float sum/prod; 2 threads: 0.68 ms against 0.93 ms), else ``sequential`` (consecutive
+    columns' chains overlap out of order; measured faster than ``blocked``). GPU: ``sequential``."""
 
 
 @dace.library.node
@@ -217,7 +239,7 @@ class ColumnReduce(ColumnNode):
                                               (value, index) lanes along K, order-free combine;
                                               CPU, unmasked float, unit K stride: one 64-byte
                                               vector of lanes, NaN columns redone sequentially
-    ``auto``        cpu, gpu   (chosen)       see :meth:`choose_implementation`
+    ``auto``        cpu, gpu   (chosen)       cheapest eligible (:class:`ExpandColumnReduceAuto`)
     ==============  =========  =============  ==================================================
     """
 
@@ -259,10 +281,10 @@ class ColumnReduce(ColumnNode):
         super().__init__(name, inputs=inputs, outputs={"_out": None}, **kwargs)
         self.op, self.axis, self.reverse, self.has_mask, self.has_levels = op, axis, reverse, mask, levels
 
-    def __str__(self):
+    def describe(self) -> str:
         extra = "".join([", mask" if self.has_mask else "", ", levels" if self.has_levels else "",
                          ", reverse" if self.reverse else ""])
-        return f"ColumnReduce({self.op}, axis={self.axis}{extra})"
+        return f"{self.op}, axis={self.axis}{extra}"
 
     def validate(self, sdfg, state):
         if self.op not in REDUCE_OPS:
@@ -302,15 +324,6 @@ class ColumnReduce(ColumnNode):
         if not ok:
             raise self.error(f"connector '_out' has dtype {out.dtype}, expected {want_dt} for op '{self.op}'")
 
-    def cell_axis(self, state: dace.SDFGState) -> int:
-        """The column axis the blocked expansions block: the unit-stride one, else the smallest stride."""
-        return blocking_axis(self, state, "_in")[0]
-
-    def cells_contiguous(self, state: dace.SDFGState) -> bool:
-        """Whether the blocked axis of '_in' has unit stride (cell-contiguous layout)."""
-        stride = self.operand(state, "_in").strides[self.cell_axis(state)]
-        return not dace.symbolic.issymbolic(stride) and stride == 1
-
     def kvector_fast(self, state: dace.SDFGState) -> bool:
         """Whether ``kvector`` takes its CPU vector fast path here: an unmasked selection op on float
         columns with unit K stride (``column_reduce_fold._kvector_fast``)."""
@@ -324,26 +337,6 @@ class ColumnReduce(ColumnNode):
         return (self.op in ("sum", "prod") and vector_lanes(self.lanes)
                 and vector_column(self, x, self.resolved_axis(len(x.shape))))
 
-    def choose_implementation(self, state):
-        """CPU, cells contiguous: ``blocked`` (unroll-and-jam C++ fold, vectorised cell loop; the
-        unmasked selection ops take its one-compare NaN-free pass). CPU, K contiguous: ``kvector``
-        where its vector fast path applies (unmasked float selection ops; 1 thread, ncol=81920,
-        nlev=90: argmin 1.9 ms against 7.1 ms ``sequential``); with ``reproducibility`` at
-        ``replay`` or weaker, ``lanes`` where its vector path applies (unmasked float sum/prod;
-        2 threads: sum 0.68 ms against 0.93 ms); else ``sequential`` (consecutive columns' chains
-        overlap out of order; measured faster than ``blocked``). GPU: ``sequential`` (one column per
-        thread)."""
-        cands = self.candidates(state)
-        if self.target(state) == "cpu":
-            if self.cells_contiguous(state):
-                want = "blocked"
-            elif self.kvector_fast(state):
-                want = "kvector"
-            else:  # replay allowed: lanes' vector path (K-contiguous sum, 0.68 vs 0.93 ms sequential)
-                want = "lanes" if self.lanes_fast(state) and "lanes" in cands else "sequential"
-            if want in cands:
-                return want
-        return super().choose_implementation(state)
 
 
 __all__ = ["ColumnReduce", "ExpandColumnReduceAuto", "ExpandColumnReduceBlocked", "ExpandColumnReduceLanes",

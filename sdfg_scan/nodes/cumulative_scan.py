@@ -11,8 +11,8 @@ from sdfg_scan.expansions.column_loop import (
     BlockedColumnExpansion,
     ColumnKernel,
     SequentialColumnExpansion,
-    cell_axis_of,
 )
+from sdfg_scan.expansions.parallel_prefix_ops import ExpandCumulativeScanParallelPrefix
 from sdfg_scan.nodes.base import AutoExpansion, ColumnNode
 from sdfg_scan.reference import CUMULATIVE_OPS, identity
 
@@ -43,7 +43,8 @@ def kernel(node: CumulativeScan, state: dace.SDFGState) -> ColumnKernel:
 
 
 @dace.library.expansion
-@declare(targets=("cpu", "gpu"), reproducibility="exact")
+@declare(targets=("cpu", "gpu"), reproducibility="exact", efficiency={"cpu:cell": 0.03, "cpu:k": 0.5, "cpu:strided": 0.03,
+                                                           "gpu:cell": 0.8, "gpu": 0.15})
 class ExpandCumulativeScanSequential(SequentialColumnExpansion):
     """One column per map iteration, k-loop inside, carry in a register."""
 
@@ -51,7 +52,7 @@ class ExpandCumulativeScanSequential(SequentialColumnExpansion):
 
 
 @dace.library.expansion
-@declare(targets=("cpu",), reproducibility="exact")
+@declare(targets=("cpu",), reproducibility="exact", efficiency={"cpu:cell": 0.45, "cpu:k": 0.16, "cpu:strided": 0.16})
 class ExpandCumulativeScanBlocked(BlockedColumnExpansion):
     """Blocks of ``block_size`` contiguous cells; k-loop around the vectorised cell loop."""
 
@@ -85,6 +86,7 @@ class CumulativeScan(ColumnNode):
     ==============  =========  =============  =====================================================
     ``sequential``  cpu, gpu   exact          one column per map iteration (K-contiguous; GPU thread)
     ``blocked``     cpu        exact          blocks of contiguous cells, vectorised cell loop
+    ``parallel_prefix`` cpu, gpu  replay  chunks of ``chunk_size`` levels: totals, offsets, rescan
     ``auto``        cpu, gpu   exact          ``blocked`` if cells are contiguous on CPU, else sequential
     ==============  =========  =============  =====================================================
     """
@@ -92,6 +94,7 @@ class CumulativeScan(ColumnNode):
     implementations = {
         "sequential": ExpandCumulativeScanSequential,
         "blocked": ExpandCumulativeScanBlocked,
+        "parallel_prefix": ExpandCumulativeScanParallelPrefix,
         "auto": ExpandCumulativeScanAuto,
     }
     default_implementation = "auto"
@@ -105,14 +108,17 @@ class CumulativeScan(ColumnNode):
         desc="first level computes identity (op) x (as gt4py's scans from init 0) instead of taking x")
     block_size = properties.Property(dtype=int, default=4096, category="Expansion",
                                      desc="cells per block of the 'blocked' expansion (4096 measured best for cumsum and the linear recurrence)")
+    chunk_size = properties.Property(dtype=int, default=15000, category="Expansion",
+                                     desc="levels per chunk of the 'parallel_prefix' expansion (pins its bits: "
+                                          "never derived from the thread count)")
 
     def __init__(self, name, op="sum", axis=-1, reverse=False, exclusive=False, **kwargs):
         super().__init__(name, inputs={"_in": None}, outputs={"_out": None}, **kwargs)
         self.op, self.axis, self.reverse, self.exclusive = op, axis, reverse, exclusive
 
-    def __str__(self):
+    def describe(self) -> str:
         mode = ("exclusive " if self.exclusive else "") + ("reverse" if self.reverse else "forward")
-        return f"CumulativeScan({self.op}, axis={self.axis}, {mode})"
+        return f"{self.op}, axis={self.axis}, {mode}"
 
     def validate(self, sdfg, state):
         if self.op not in CUMULATIVE_OPS:
@@ -123,11 +129,6 @@ class CumulativeScan(ColumnNode):
         if src.dtype != dst.dtype:
             raise self.error(f"connector '_out' has dtype {dst.dtype}, expected the dtype of '_in' ({src.dtype})")
 
-    def choose_implementation(self, state):
-        cands = self.candidates(state)
-        if "blocked" in cands and cell_axis_of(self, state, "_in") is not None:
-            return "blocked"
-        return super().choose_implementation(state)
 
 
 __all__ = ["CumulativeScan", "ExpandCumulativeScanAuto", "ExpandCumulativeScanBlocked",

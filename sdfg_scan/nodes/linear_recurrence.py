@@ -11,8 +11,8 @@ from sdfg_scan.expansions.column_loop import (
     BlockedColumnExpansion,
     ColumnKernel,
     SequentialColumnExpansion,
-    cell_axis_of,
 )
+from sdfg_scan.expansions.parallel_prefix_ops import ExpandLinearRecurrenceParallelPrefix
 from sdfg_scan.nodes.base import AutoExpansion, ColumnNode
 
 
@@ -29,7 +29,8 @@ def kernel(node: LinearRecurrence, state: dace.SDFGState) -> ColumnKernel:
 
 
 @dace.library.expansion
-@declare(targets=("cpu", "gpu"), reproducibility="exact")
+@declare(targets=("cpu", "gpu"), reproducibility="exact", efficiency={"cpu:cell": 0.03, "cpu:k": 0.36, "cpu:strided": 0.03,
+                                                           "gpu:cell": 0.8, "gpu": 0.15})
 class ExpandLinearRecurrenceSequential(SequentialColumnExpansion):
     """One column per map iteration, k-loop inside, ``y`` in a register."""
 
@@ -37,12 +38,11 @@ class ExpandLinearRecurrenceSequential(SequentialColumnExpansion):
 
 
 @dace.library.expansion
-@declare(targets=("cpu",), reproducibility="exact")
+@declare(targets=("cpu",), reproducibility="exact", efficiency={"cpu:cell": 0.5, "cpu:k": 0.17, "cpu:strided": 0.17})
 class ExpandLinearRecurrenceBlocked(BlockedColumnExpansion):
     """Blocks of ``block_size`` contiguous cells; k-loop around the vectorised cell loop."""
 
     kernel = staticmethod(kernel)
-    operand = "a"
 
 
 @dace.library.expansion
@@ -72,6 +72,7 @@ class LinearRecurrence(ColumnNode):
     ==============  =========  =============  =====================================================
     ``sequential``  cpu, gpu   exact          one column per map iteration (K-contiguous; GPU thread)
     ``blocked``     cpu        exact          blocks of contiguous cells, vectorised cell loop
+    ``parallel_prefix`` cpu, gpu  replay  chunks of ``chunk_size`` levels: totals, offsets, rescan
     ``auto``        cpu, gpu   exact          ``blocked`` if cells are contiguous on CPU, else sequential
     ==============  =========  =============  =====================================================
     """
@@ -79,6 +80,7 @@ class LinearRecurrence(ColumnNode):
     implementations = {
         "sequential": ExpandLinearRecurrenceSequential,
         "blocked": ExpandLinearRecurrenceBlocked,
+        "parallel_prefix": ExpandLinearRecurrenceParallelPrefix,
         "auto": ExpandLinearRecurrenceAuto,
     }
     default_implementation = "auto"
@@ -90,6 +92,9 @@ class LinearRecurrence(ColumnNode):
                                      desc="y[-1] for every column when there is no 'init' connector")
     block_size = properties.Property(dtype=int, default=4096, category="Expansion",
                                      desc="cells per block of the 'blocked' expansion (4096 measured best for cumsum and the linear recurrence)")
+    chunk_size = properties.Property(dtype=int, default=15000, category="Expansion",
+                                     desc="levels per chunk of the 'parallel_prefix' expansion (pins its bits: "
+                                          "never derived from the thread count)")
 
     def __init__(self, name, axis=-1, reverse=False, has_init=False, init_value=0.0, **kwargs):
         inputs = {"a": None, "b": None}
@@ -98,8 +103,8 @@ class LinearRecurrence(ColumnNode):
         super().__init__(name, inputs=inputs, outputs={"_out": None}, **kwargs)
         self.axis, self.reverse, self.has_init, self.init_value = axis, reverse, has_init, float(init_value)
 
-    def __str__(self):
-        return f"LinearRecurrence(axis={self.axis}, {'reverse' if self.reverse else 'forward'})"
+    def describe(self) -> str:
+        return f"axis={self.axis}, {'reverse' if self.reverse else 'forward'}"
 
     def validate(self, sdfg, state):
         if self.block_size < 1:
@@ -122,11 +127,6 @@ class LinearRecurrence(ColumnNode):
             if init.dtype != a.dtype:
                 raise self.error(f"connector 'init' has dtype {init.dtype}, expected {a.dtype}")
 
-    def choose_implementation(self, state):
-        cands = self.candidates(state)
-        if "blocked" in cands and cell_axis_of(self, state, "a") is not None:
-            return "blocked"
-        return super().choose_implementation(state)
 
 
 __all__ = ["ExpandLinearRecurrenceAuto", "ExpandLinearRecurrenceBlocked", "ExpandLinearRecurrenceSequential",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-
 import dace
 import dace.library
 import sympy as sp
@@ -11,97 +9,37 @@ from dace import properties, symbolic
 from dace.properties import DictProperty, SDFGReferenceProperty
 from dace.transformation.transformation import ExpandTransformation
 
+from sdfg_scan.context import CellMap, Operand
+from sdfg_scan.cost import FORK_JOIN_SECONDS, efficiency_of, size, stream_seconds
 from sdfg_scan.expansions import declare
-from sdfg_scan.expansions.column_loop import window_sdfg
 from sdfg_scan.expansions.environments import ExactArithmetic
+from sdfg_scan.expansions.levels_outside import body_plan, cell_contiguous, interchange_single_map
+from sdfg_scan.expansions.scan_blocked import ExpandScanBlocked, ExpandScanBlockedSIMD
+from sdfg_scan.expansions.scan_body import LEVELS, stride_symbol
+from sdfg_scan.expansions.scan_columns import cell_map, cell_symbols, mapped_columns, nested_column, per_level
+from sdfg_scan.expansions.scan_kcached import ExpandScanKCached
 from sdfg_scan.nodes.base import AutoExpansion, ColumnNode
 from sdfg_scan.reference import EMIT_MODES
 from sdfg_scan.scan_structure import NotAScan, analyze_scan
 
-COLUMNS = ("map", "single")
-LEVELS = "_nk"
-"""Level-count symbol of bodies built by :func:`sdfg_scan.expansions.scan_body.build_body` (``columns="map"``)."""
+COLUMNS = ("map", "single", "cells")
 
 
-def stride_symbol(connector: str) -> str:
-    """Symbol of the scan-axis stride of a per-level connector in a ``columns="map"`` body."""
-    return f"_st_{connector}"
-
-
-def _body_copy(node: Scan) -> dace.SDFG:
-    """A copy of the body whose outputs without a connector (removed as dead by DaCe) are transients."""
-    body = copy.deepcopy(node.body)
-    conns = set(node.in_connectors) | set(node.out_connectors)
-    for name, desc in body.arrays.items():
-        if not desc.transient and name not in conns:
-            desc.transient = True
-            if isinstance(desc, dace.data.Array):
-                desc.strides = [1] * len(desc.shape)
-                desc.total_size = desc.shape[0] if len(desc.shape) == 1 else desc.total_size
-            if stride_symbol(name) in body.symbols:
-                body.remove_symbol(stride_symbol(name))
-    return body
-
-
-def _nested_column(node: Scan) -> dace.nodes.NestedSDFG:
-    body = _body_copy(node)
-    return dace.nodes.NestedSDFG(node.label, body, {c: None for c in node.in_connectors},
-                                 {c: None for c in node.out_connectors}, symbol_mapping=dict(node.symbol_mapping))
-
-
-def _mapped_columns(node: Scan, state: dace.SDFGState) -> dace.SDFG:
-    """``columns="map"``: map over every non-axis index -> nested column SDFG (the body)."""
-    conns = list(node.in_connectors) + list(node.out_connectors)
-    ops = {c: node.operand(state, c) for c in conns}
-    per_level = [c for c in conns if not isinstance(node.body.arrays[c], dace.data.Scalar)]
-    ref = ops[per_level[0]]
-    axis = node.resolved_axis(len(ref.shape))
-    shape = ref.shape
-    nk = node.levels(state)
-    outer, _ = window_sdfg(node, state, conns, f"{node.label}_sequential",
-                           keep_symbols=tuple(symbolic.pystr_to_symbolic(str(nk)).free_symbols))
-    col_dims = [d for d in range(len(shape)) if d != axis]
-    params = {d: f"_i{d}" for d in col_dims}
-    st = outer.add_state("columns", is_start_block=True)
-    ranges = {params[d]: f"0:{symbolic.symstr(shape[d])}" for d in col_dims} or {"_i": "0:1"}
-    me, mx = st.add_map(f"{node.label}_columns", ranges)
-    body = _body_copy(node)
-    mapping = dict(node.symbol_mapping)
-    mapping[LEVELS] = nk
-    for c in per_level:
-        mapping[stride_symbol(c)] = outer.arrays[c].strides[axis]
-    for s in body.free_symbols:
-        if s not in mapping and s in outer.symbols:
-            mapping[s] = dace.symbol(s, outer.symbols[s])
-    nsdfg = st.add_nested_sdfg(body, {c: None for c in node.in_connectors}, {c: None for c in node.out_connectors},
-                               symbol_mapping=mapping)
-
-    def index(c):
-        desc = outer.arrays[c]
-        if c in per_level:
-            n = desc.shape[axis]
-            return ", ".join(f"0:{symbolic.symstr(n)}" if d == axis else params[d] for d in range(len(shape)))
-        if len(desc.shape) == len(col_dims) and col_dims:
-            return ", ".join(params[d] for d in col_dims)
-        return "0"
-
-    for c in node.in_connectors:
-        st.add_memlet_path(st.add_read(c), me, nsdfg, dst_conn=c, memlet=dace.Memlet(f"{c}[{index(c)}]"))
-    for c in node.out_connectors:
-        st.add_memlet_path(nsdfg, mx, st.add_write(c), src_conn=c, memlet=dace.Memlet(f"{c}[{index(c)}]"))
-    if not node.in_connectors:
-        st.add_edge(me, None, nsdfg, None, dace.Memlet())
-    return outer
+def _columns_sdfg(node, state: dace.SDFGState, name: str) -> dace.SDFG:
+    """The map over columns (``columns="map"``) or over cells (``columns="cells"``) around the body."""
+    return cell_map(node, state, name) if node.columns == "cells" else mapped_columns(node, state, name)
 
 
 @dace.library.expansion
-@declare(targets=("cpu", "gpu"), reproducibility="exact")
+@declare(targets=("cpu", "gpu"), reproducibility="exact",
+         efficiency={"cpu:cell": 0.03, "cpu:k": 0.37, "cpu:strided": 0.03, "gpu:cell": 0.7, "gpu": 0.1})
 class ExpandScanSequential(ExpandTransformation):
-    """The body as a nested SDFG: one column per map iteration, its k-loop inside, carries in scalars.
+    """The body per column: one column per map iteration (GPU: per thread), its k-loop inside.
 
-    ``columns="single"`` (lifted gt4py scans): the body replaces the node as it is (same connectors,
-    same symbol mapping), so the computation is the original one, bitwise. ``columns="map"``: a map
-    over every non-axis index around the body.
+    ``columns="single"`` (a lifted gt4py scan in the caller's map): the body replaces the node as it
+    is (same connectors, same symbol mapping). ``columns="cells"``: the map over cells the node was
+    lifted from, rebuilt around the body. ``columns="map"``: a map over every non-axis index. All
+    three compute what the original program computed, bitwise.
     """
 
     environments = [ExactArithmetic]
@@ -110,29 +48,41 @@ class ExpandScanSequential(ExpandTransformation):
     def expansion(node, parent_state, parent_sdfg):
         node.validate(parent_sdfg, parent_state)
         if node.columns == "single":
-            return _nested_column(node)
-        return _mapped_columns(node, parent_state)
+            return nested_column(node)
+        return _columns_sdfg(node, parent_state, f"{node.label}_sequential")
 
 
 @dace.library.expansion
-@declare(targets=("cpu",), reproducibility="exact")
+@declare(targets=("cpu",), reproducibility="exact", efficiency={"cpu:cell": 0.6, "cpu:k": 0.07, "cpu:strided": 0.03})
 class ExpandScanLevelsOutside(ExpandTransformation):
-    """``columns="map"`` only: the ``sequential`` map over columns with ``ScanLoopInterchange``
-    applied: the level loop outside, per level a parallel map over all columns running the body's
-    loop blocks once (carries in per-column arrays). Unit-stride level rows on cell-contiguous data;
-    bitwise the ``sequential`` result."""
+    """``columns="map"`` or ``"cells"``: the ``sequential`` map over columns with the level loop moved
+    outside (:mod:`sdfg_scan.expansions.levels_outside`): per level a parallel map over all columns
+    runs the body's loop blocks once, carries in per-column arrays. Unit-stride level rows on
+    cell-contiguous data; bitwise the ``sequential`` result. One fork/join per level."""
 
     environments = [ExactArithmetic]
 
     @staticmethod
-    def expansion(node, parent_state, parent_sdfg):
-        from sdfg_scan.transformations.scan_loop_interchange import interchange_single_map
+    def applies(node, ctx) -> str | None:
+        if node.columns == "single":
+            return "needs the map over cells in the node (columns='single' sits in the caller's map; LiftCellMap)"
+        params = node.cell_params if node.columns == "cells" else []
+        made = body_plan(node.body, node.symbol_mapping, params, set(node.out_connectors))
+        return made if isinstance(made, str) else None
 
+    @staticmethod
+    def cost(node, ctx) -> float:
+        levels = size(ctx, ctx.layout.levels, "levels")
+        return stream_seconds(ctx, efficiency_of(ExpandScanLevelsOutside, ctx), chain=False) + \
+            levels * FORK_JOIN_SECONDS
+
+    @staticmethod
+    def expansion(node, parent_state, parent_sdfg):
         node.validate(parent_sdfg, parent_state)
-        if node.columns != "map":
-            raise node.error("the 'levels_outside' expansion needs columns='map' (a lifted gt4py scan sits in the "
-                             "caller's map: use sdfg_scan.optimize or ScanLoopInterchange on the expanded SDFG)")
-        outer = _mapped_columns(node, parent_state)
+        if node.columns == "single":
+            raise node.error("the 'levels_outside' expansion needs the map over cells in the node (columns='map' "
+                             "or 'cells'); sdfg_scan.optimize gives a lifted scan its map (LiftCellMap)")
+        outer = _columns_sdfg(node, parent_state, f"{node.label}_levels_outside")
         reason = interchange_single_map(outer)
         if reason is not None:
             raise node.error(f"the 'levels_outside' expansion cannot move the level loop out: {reason}; "
@@ -142,7 +92,8 @@ class ExpandScanLevelsOutside(ExpandTransformation):
 
 @dace.library.expansion
 class ExpandScanAuto(AutoExpansion):
-    """See :meth:`Scan.choose_implementation`."""
+    """The cheapest eligible expansion (:func:`sdfg_scan.choice.choose`): ``levels_outside`` on
+    cell-contiguous CPU data with enough cells to pay a fork/join per level, else ``sequential``."""
 
 
 @dace.library.node
@@ -168,7 +119,11 @@ class Scan(ColumnNode):
     scan transformations can rewrite it as one unit.
 
     ``columns="single"``: the node computes one column (a lifted gt4py scan inside the caller's map;
-    connectors and ``symbol_mapping`` are the original nested SDFG's). ``columns="map"``: the node
+    connectors and ``symbol_mapping`` are the original nested SDFG's). ``columns="cells"``: the node
+    owns that map over cells (``LiftCellMap``): ``cell_params`` / ``cell_ranges`` are the map's,
+    ``cell_subsets`` the subset of its edge's container each connector reads or writes for one cell
+    (in the map parameters, which ``symbol_mapping`` may use), the edges carry the union over all
+    cells; the schedule over cells is then the expansion's choice. ``columns="map"``: the node
     takes N-d operands; every index except ``axis`` is an independent column; per-level body arrays
     have shape ``(_nk,)`` (``(_nk + 1,)`` for ``include_initial``) and stride ``_st_<connector>``,
     K-less ones are scalars.
@@ -177,14 +132,20 @@ class Scan(ColumnNode):
     implementation      targets    class      schedule
     ==================  =========  =========  ==============================================
     ``sequential``      cpu, gpu   exact      the body per column (map iteration / GPU thread)
-    ``levels_outside``  cpu        exact      ``columns="map"``: level loop outside, per level a map over
-                                              all columns (``ScanLoopInterchange``); cell-contiguous data
-    ``auto``            cpu, gpu   exact      ``levels_outside`` for cell-contiguous CPU data, else
-                                              ``sequential``
+    ``levels_outside``  cpu        exact      ``columns="map"``/``"cells"``: level loop outside, per level
+                                              a map over all columns; cell-contiguous data
+    ``kcached``         cpu, gpu   exact      ``sequential`` with level-offset input reads from a register
+                                              ring (one load per element; :class:`ExpandScanKCached`)
+    ``blocked``         cpu        exact      ``columns="cells"``: blocks of B contiguous cells, level loop
+                                              inside, the body inlined as C++ per cell (scan_blocked.py)
+    ``blocked_simd``    cpu        replay     ``blocked``, branches if-converted, vector libm (libmvec)
+    ``auto``            cpu, gpu   (chosen)   the cheapest eligible (:class:`ExpandScanAuto`)
     ==================  =========  =========  ==============================================
     """
 
     implementations = {"sequential": ExpandScanSequential, "levels_outside": ExpandScanLevelsOutside,
+                       "kcached": ExpandScanKCached,
+                       "blocked": ExpandScanBlocked, "blocked_simd": ExpandScanBlockedSIMD,
                        "auto": ExpandScanAuto}
     default_implementation = "auto"
 
@@ -193,7 +154,14 @@ class Scan(ColumnNode):
     symbol_mapping = DictProperty(key_type=str, value_type=sp.Basic,
                                   desc="body symbol -> expression in the enclosing SDFG")
     columns = properties.Property(dtype=str, default="map", category="Semantics",
-                                  desc="'map': N-d operands, map over non-axis indices; 'single': one column")
+                                  desc="'map': N-d operands, map over non-axis indices; 'single': one column; "
+                                       "'cells': the node owns gt4py's map over cells")
+    cell_params = properties.ListProperty(element_type=str, default=[], category="Cells",
+                                          desc="columns='cells': the map parameters")
+    cell_ranges = properties.ListProperty(element_type=str, default=[], category="Cells",
+                                          desc="columns='cells': the map ranges (begin:end[:step], end exclusive)")
+    cell_subsets = DictProperty(key_type=str, value_type=str, default={}, category="Cells",
+                                desc="columns='cells': connector -> subset one cell accesses")
     emit = properties.Property(dtype=str, default="inclusive", category="Semantics",
                                desc=f"carry outputs per level, one of {EMIT_MODES} (as built by the frontend)")
     loop_variable = properties.Property(dtype=str, default="", category="Derived", desc="the body's level index")
@@ -228,15 +196,56 @@ class Scan(ColumnNode):
         self.loop_variable, self.direction = s.variable, s.direction
         self.start, self.stop = symbolic.simplify(s.start), symbolic.simplify(s.stop)
 
-    def __str__(self):
-        return f"Scan({self.direction}, {self.loop_variable} in [{self.start}, {self.stop}))"
+    def describe(self) -> str:
+        axis = f", axis={self.axis}" if self.columns == "map" else ""
+        cells = f", cells {', '.join(self.cell_params)}" if self.columns == "cells" else ""
+        return f"{self.direction}, {self.loop_variable} in [{self.start}, {self.stop}){axis}{cells}"
 
     @property
     def free_symbols(self) -> set[str]:
+        if self.columns == "cells":
+            return cell_symbols(self)
         syms = set()
         for v in self.symbol_mapping.values():
             syms |= {str(s) for s in symbolic.pystr_to_symbolic(str(v)).free_symbols}
         return syms
+
+    # -- layout (read by sdfg_scan.context.layout_of) ---------------------------------------------
+    def layout_operands(self, state: dace.SDFGState) -> list[Operand]:
+        """``columns="map"``: the per-level operands."""
+        return [self.operand(state, c) for c in per_level(self) if self.has_edge(state, c)]
+
+    def cell_map(self, state: dace.SDFGState) -> CellMap | None:
+        """The map over cells the node owns (``cells``) or sits in (``single``); None for ``map``."""
+        if self.columns == "cells":
+            rng = dace.subsets.Range.from_string(", ".join(self.cell_ranges))
+            unit = all(self._unit_along(state, c, self.cell_params[-1]) for c in self.cell_subsets
+                       if self.has_edge(state, c))
+            return CellMap(tuple(self.cell_params), rng.num_elements(), unit)
+        if self.columns == "single":
+            me = state.entry_node(self)
+            if not isinstance(me, dace.nodes.MapEntry):
+                return CellMap((), 1, False)
+            return CellMap(tuple(me.map.params), me.map.range.num_elements(), cell_contiguous(state, me, self))
+        return None
+
+    def _unit_along(self, state: dace.SDFGState, c: str, param: str) -> bool:
+        op = self.operand(state, c)
+        if isinstance(op.desc, dace.data.Scalar):
+            return True
+        sub = dace.subsets.Range.from_string(self.cell_subsets[c])
+        if sub.num_elements() == 1 and not any(param in str(r) for r in sub):
+            return True
+        p = symbolic.pystr_to_symbolic(param)
+        for (b, e, _), stride in zip(sub, op.desc.strides, strict=True):
+            if p in symbolic.pystr_to_symbolic(str(b)).free_symbols | symbolic.pystr_to_symbolic(str(e)).free_symbols:
+                if symbolic.inequal_symbols(stride, 1):
+                    return False
+        return True
+
+    def level_count(self):
+        """Levels of one column (the main loop's trip count)."""
+        return symbolic.pystr_to_symbolic(f"({self.stop}) - ({self.start})")
 
     def levels(self, state: dace.SDFGState):
         """Level count of a ``columns="map"`` node (the scan-axis size of its per-level operands)."""
@@ -247,24 +256,6 @@ class Scan(ColumnNode):
                 shape0 = self.body.arrays[c].shape[0]
                 return n - (symbolic.pystr_to_symbolic(str(shape0)) - dace.symbol(LEVELS))
         raise self.error("no per-level connector; a columns='map' scan needs at least one array with the axis")
-
-    def choose_implementation(self, state):
-        """CPU, ``columns="map"``, every per-level operand unit-stride along its last column axis:
-        ``levels_outside``; otherwise ``sequential``."""
-        cands = self.candidates(state)
-        if self.target(state) == "cpu" and self.columns == "map" and "levels_outside" in cands:
-            conns = [c for c in list(self.in_connectors) + list(self.out_connectors)
-                     if self.has_edge(state, c) and not isinstance(self.body.arrays[c], dace.data.Scalar)]
-            unit = True
-            for c in conns:
-                op = self.operand(state, c)
-                axis = self.resolved_axis(len(op.shape))
-                cols = [d for d in range(len(op.shape)) if d != axis]
-                stride = op.strides[cols[-1]] if cols else 0
-                unit &= not symbolic.issymbolic(stride) and stride == 1
-            if conns and unit:
-                return "levels_outside"
-        return "sequential" if "sequential" in cands else super().choose_implementation(state)
 
     # -- validation -------------------------------------------------------------------------------
     def validate(self, sdfg, state):
@@ -308,6 +299,18 @@ class Scan(ColumnNode):
                                  "(the body's container); cast the operand or rebuild the body")
         if self.columns == "map":
             self._validate_mapped(state)
+        if self.columns == "cells":
+            self._validate_cells(state)
+
+    def _validate_cells(self, state):
+        if not self.cell_params or len(self.cell_params) != len(self.cell_ranges):
+            raise self.error(f"columns='cells' needs one range per map parameter, got parameters "
+                             f"{list(self.cell_params)} and ranges {list(self.cell_ranges)}")
+        for c in sorted(set(self.in_connectors) | set(self.out_connectors)):
+            if c not in self.cell_subsets:
+                raise self.error(f"connector '{c}' has no per-cell subset in cell_subsets (columns='cells')")
+            if not self.has_edge(state, c):
+                raise self.error(f"connector '{c}' is not connected (columns='cells' nodes connect every connector)")
 
     def _validate_mapped(self, state):
         conns = list(self.in_connectors) + list(self.out_connectors)

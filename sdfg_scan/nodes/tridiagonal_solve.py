@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import dace
 import dace.library
 from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
+from sdfg_scan.context import context_of
+from sdfg_scan.cost import machine, nbytes, size, stream_seconds
 from sdfg_scan.expansions import declare
 from sdfg_scan.expansions.cusparse_gtsv import build_cusparse
 from sdfg_scan.expansions.environments import CuSparse, ExactArithmetic
@@ -14,7 +18,6 @@ from sdfg_scan.expansions.pcr import build_pcr
 from sdfg_scan.expansions.thomas import (
     SweepKernel,
     backward,
-    block_axis,
     build_blocked,
     build_columns,
     first_level,
@@ -70,14 +73,28 @@ def prefactored_kernel(dtype: dace.typeclass) -> SweepKernel:
 
 def build_sweeps(node: ColumnNode, state: dace.SDFGState, kernel: SweepKernel) -> dace.SDFG:
     """``columns`` on GPUs, for 1-d operands and for ``block_size=1``; else ``blocked``."""
-    cell, contiguous = block_axis(node, state, kernel.outputs[0])
+    ctx = context_of(node, state)
+    cell, contiguous = ctx.layout.cell_axis, ctx.layout.cells_contiguous
     block = node.block_size or (BLOCK_CELLS if contiguous else BLOCK_COLUMNS)
-    if node.target(state) == "gpu" or cell is None or block == 1:
+    if ctx.target == "gpu" or cell is None or block == 1:
         return build_columns(node, state, kernel)
     return build_blocked(node, state, kernel, cell, block, stage=not contiguous)
 
 
 # -- TridiagonalSolve expansions --------------------------------------------------------------------
+
+GPU_LEVEL_LATENCY = 4e-7
+"""Seconds per level of one GPU thread's dependent sweep (a global-memory round trip per level)."""
+
+
+def _thomas_cost(node, ctx) -> float:
+    """Bandwidth-bound over columns, but a thread per column cannot beat its two dependent sweeps."""
+    eff = {"cpu:cell": 0.36, "cpu:k": 0.15, "gpu:cell": 0.7}.get(f"{ctx.target}:{ctx.layout.contiguity}", 0.2)
+    t = stream_seconds(ctx, eff)
+    if ctx.target == "gpu":
+        t = max(t, 2 * size(ctx, ctx.layout.levels, "levels") * GPU_LEVEL_LATENCY)
+    return t
+
 
 @dace.library.expansion
 @declare(targets=("cpu", "gpu"), reproducibility="exact")
@@ -86,6 +103,7 @@ class ExpandTridiagonalThomas(ExpandTransformation):
     when K is contiguous), GPU one thread per column. With ``prefactored`` only the two sweeps."""
 
     environments = [ExactArithmetic]
+    cost = staticmethod(_thomas_cost)
 
     @staticmethod
     def expansion(node, parent_state, parent_sdfg):
@@ -106,6 +124,17 @@ class ExpandTridiagonalPCR(ExpandTransformation):
     environments = [ExactArithmetic]
 
     @staticmethod
+    def applies(node, ctx) -> str | None:
+        return "needs the matrix (a, b, c), not a pre-factored node" if node.prefactored else None
+
+    @staticmethod
+    def cost(node, ctx) -> float:
+        """``ceil(log2 n)`` passes over all levels of all columns, parallel over every element."""
+        steps = max(1, math.ceil(math.log2(max(size(ctx, ctx.layout.levels, "levels"), 2))))
+        bw = machine().gpu_bandwidth if ctx.target == "gpu" else machine().cpu_bandwidth
+        return nbytes(ctx) * (steps + 1) / (bw * (0.5 if ctx.target == "gpu" else 0.06))
+
+    @staticmethod
     def expansion(node, parent_state, parent_sdfg):
         dtype = node.check(parent_state)
         if node.prefactored:
@@ -115,7 +144,7 @@ class ExpandTridiagonalPCR(ExpandTransformation):
 
 
 @dace.library.expansion
-@declare(targets=("gpu",), reproducibility="replay")
+@declare(targets=("gpu",), reproducibility="replay", efficiency={"gpu": 0.08})   # unmeasured: never auto-chosen
 class ExpandTridiagonalCuSPARSE(ExpandTransformation):
     """cuSPARSE: ``gtsvInterleavedBatch`` (cells contiguous) or ``gtsv2StridedBatch`` (K contiguous).
 
@@ -124,6 +153,10 @@ class ExpandTridiagonalCuSPARSE(ExpandTransformation):
     """
 
     environments = [CuSparse]
+
+    @staticmethod
+    def applies(node, ctx) -> str | None:
+        return "needs the matrix (a, b, c), not a pre-factored node" if node.prefactored else None
 
     @staticmethod
     def expansion(node, parent_state, parent_sdfg):
@@ -136,13 +169,14 @@ class ExpandTridiagonalCuSPARSE(ExpandTransformation):
 
 @dace.library.expansion
 class ExpandTridiagonalAuto(AutoExpansion):
-    """``thomas`` unless the node's reproducibility and shape favour another (see ``choose_implementation``)."""
+    """The cheapest eligible expansion (:func:`sdfg_scan.choice.choose`): ``thomas``, except ``pcr`` on a
+    GPU at ``replay`` where few columns leave a thread per column waiting on its dependent sweeps."""
 
 
 # -- TridiagonalFactor expansions -------------------------------------------------------------------
 
 @dace.library.expansion
-@declare(targets=("cpu", "gpu"), reproducibility="exact")
+@declare(targets=("cpu", "gpu"), reproducibility="exact", efficiency={"cpu:cell": 0.47, "cpu:k": 0.14})
 class ExpandTridiagonalFactorThomas(ExpandTransformation):
     """The factor half of the Thomas forward sweep (same schedules as ``TridiagonalSolve.thomas``)."""
 
@@ -236,8 +270,8 @@ class TridiagonalSolve(_TridiagonalBase):
     def matrix_connectors(self) -> list[str]:
         return ["a", "w", "cp"] if self.prefactored else ["a", "b", "c"]
 
-    def __str__(self):
-        return f"TridiagonalSolve(axis={self.axis}{', prefactored' if self.prefactored else ''})"
+    def describe(self) -> str:
+        return f"axis={self.axis}{', prefactored' if self.prefactored else ''}"
 
     def check(self, state: dace.SDFGState) -> dace.typeclass:
         """Validate the connected operands; return their common dtype."""
@@ -249,18 +283,6 @@ class TridiagonalSolve(_TridiagonalBase):
 
     def validate(self, sdfg, state):
         self.check(state)
-
-    def choose_implementation(self, state):
-        cands = self.candidates(state)
-        if "pcr" in cands and not self.prefactored and self.target(state) == "gpu":
-            shape = self.operand(state, "x").shape
-            axis = self.resolved_axis(len(shape))
-            ncol = dace.symbolic.pystr_to_symbolic("*".join(f"({s})" for i, s in enumerate(shape) if i != axis)
-                                                   or "1")
-            if not dace.symbolic.issymbolic(ncol) and not dace.symbolic.issymbolic(shape[axis]) and \
-                    int(ncol) < 2048 and int(shape[axis]) >= 256:
-                return "pcr"
-        return "thomas" if "thomas" in cands else super().choose_implementation(state)
 
 
 @dace.library.expansion
@@ -296,8 +318,8 @@ class TridiagonalFactor(_TridiagonalBase):
         super().__init__(name, inputs={"a": None, "b": None, "c": None}, outputs={"w": None, "cp": None}, **kwargs)
         self.axis, self.block_size = axis, block_size
 
-    def __str__(self):
-        return f"TridiagonalFactor(axis={self.axis})"
+    def describe(self) -> str:
+        return f"axis={self.axis}"
 
     def check(self, state: dace.SDFGState) -> dace.typeclass:
         return self._check(state, ["a", "b", "c"], ["w", "cp"])

@@ -1,4 +1,5 @@
-"""Rewriting machinery of ``ScanLoopInterchange`` (``transformations/scan_loop_interchange.py``): the
+"""Rewriting machinery of the levels-outside schedule (``levels_outside.py``; ``ScanLoopInterchange`` and
+``Scan``'s ``levels_outside`` expansion): the
 level-loop variable ``LEVEL`` and the plan record ``_Plan`` its legality check (``_plan``) fills, the
 partition helpers (``_parts``, ``_accessed``) both sides use, and the rewrite (``_interchange``) that
 ``apply`` performs: the column SDFG cut into init / one-level / exit parts (``_part_sdfg``), each called
@@ -131,7 +132,10 @@ def _copy_scope(state: SDFGState, plan: _Plan, nsdfg: nodes.NestedSDFG, dst: SDF
         inner = next(e for e in state.out_edges(nsdfg) if e.src_conn == conn)
         data = state.memlet_path(inner)[-1].data.data
         dst.add_memlet_path(dst.add_read(data), nme, part_node, dst_conn=conn, memlet=copy.deepcopy(inner.data))
+    if dst.in_degree(part_node) == 0:   # a part without inputs (constant inits) still lives in the map scope
+        dst.add_nedge(nme, part_node, dace.Memlet())
     idx = ", ".join(f"{p} - ({symbolic.symstr(b)})" for p, (b, _, _) in zip(me.map.params, me.map.range, strict=True))
+    _drop_dangling(dst, nmx)   # map outputs this part does not write (else the exit is a source node: no scope)
     for inner, outer_name in hoisted_names.items():
         desc = part_node.sdfg.arrays.get(inner)
         if desc is None:

@@ -1,0 +1,116 @@
+"""icon4py's graupel (``graupel_run``) end to end through gt4py's DaCe CPU backend, four ways.
+
+``make graupel`` (not in CI) installs icon4py's muphys package into the gt4py venv and runs this script:
+
+* ``stock``: gt4py's DaCe CPU backend as icon4py builds it (``make_custom_dace_backend``), no hooks;
+* ``icon4py_hooks``: plus icon4py's own graupel hooks (``remove_self_copy_inside_scan``,
+  ``rename_intermediate_access_nodes``), as ``driver/run_graupel_only.py`` sets them;
+* ``sdfg_scan_exact`` / ``sdfg_scan_replay``: plus ``sdfg_scan.gt4py.optimization_hooks`` instead.
+
+Same seeded inputs in physical ranges for all (dt=30, qnc=100, masking on, KOKKOS_MUPHYS, as the icon4py
+driver); outputs compared with ``stock`` (max abs diff, or "bitwise"); time per call (median of
+``REPEAT`` calls after a warm-up). Size: ``GRAUPEL_CELLS`` x ``GRAUPEL_LEVELS`` (default 20480 x 65).
+Without gt4py / icon4py (the main venv), :func:`main` says so and returns 0.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+NCELLS = int(os.environ.get("GRAUPEL_CELLS", 20480))
+NLEV = int(os.environ.get("GRAUPEL_LEVELS", 65))
+REPEAT = int(os.environ.get("GRAUPEL_REPEAT", 5))
+VARIANTS = ("stock", "icon4py_hooks", "sdfg_scan_exact", "sdfg_scan_replay")
+
+
+def _inputs(rng, n, nk):
+    import numpy as np
+
+    f = lambda lo, hi: np.asfortranarray(rng.uniform(lo, hi, (n, nk)))  # noqa: E731  (cell-contiguous, as icon4py)
+    return {"dz": f(50.0, 500.0), "te": f(200.0, 310.0), "p": f(1.0e4, 1.0e5), "rho": f(0.2, 1.3),
+            "q": [f(0.0, 1e-2) * (rng.uniform(0, 1, (n, nk)) > 0.3) for _ in range(6)]}
+
+
+def _program(variant: str, ncells: int, nlev: int):
+    """``graupel_run`` bound the way ``driver/run_graupel_only.setup_graupel`` binds it (that module needs
+    netCDF4, so its set-up is repeated here)."""
+    from gt4py.next.program_processors.runners.dace.transformations import GT4PyAutoOptHook as Hook
+    from icon4py.model.atmosphere.subgrid_scale_physics.muphys.implementations import graupel, graupel_dace_hooks
+    from icon4py.model.common import model_backends, model_options
+
+    import sdfg_scan.gt4py as sg
+
+    descriptor: dict = {"backend_factory": model_backends.make_custom_dace_backend,
+                        "device": model_backends.CPU, "optimization_args": {}}
+    if variant == "icon4py_hooks":
+        descriptor["optimization_args"]["optimization_hooks"] = {
+            Hook.TopLevelDataFlowPre: graupel_dace_hooks.remove_self_copy_inside_scan,
+            Hook.TopLevelDataFlowPost: graupel_dace_hooks.rename_intermediate_access_nodes}
+    elif variant.startswith("sdfg_scan"):
+        descriptor["optimization_args"]["optimization_hooks"] = sg.optimization_hooks(
+            gpu=False, reproducibility=variant.removeprefix("sdfg_scan_"))
+    return model_options.setup_program(
+        backend=descriptor, program=graupel.graupel_run,
+        constant_args={"dt": 30.0, "qnc": 100.0, "enable_masking": True, "use_aes_graupel": False},
+        horizontal_sizes={"horizontal_start": 0, "horizontal_end": ncells},
+        vertical_sizes={"vertical_start": 0, "vertical_end": nlev}, offset_provider={})
+
+
+def _call(prog, data):
+    import gt4py.next as gtx
+    import numpy as np
+    from icon4py.model.atmosphere.subgrid_scale_physics.muphys.core.definitions import Q
+    from icon4py.model.common import dimension as dims
+
+    field = lambda a: gtx.as_field([dims.CellDim, dims.KDim], a.copy(order="F"), allocator=np)  # noqa: E731
+    q_in = Q(*(field(a) for a in data["q"]))
+    # icon4py's driver aliases the outputs with the inputs (use_inout_buffers): do the same
+    outs = {"q_out": q_in, "t_out": field(data["te"])}
+    te = outs["t_out"]
+    fluxes = {k: field(np.zeros_like(data["te"])) for k in ("pflx", "pr", "ps", "pi", "pg", "pre")}
+    args = dict(dz=field(data["dz"]), te=te, p=field(data["p"]), rho=field(data["rho"]), q_in=q_in, **outs, **fluxes)
+    t0 = time.perf_counter()
+    prog(**args)
+    seconds = time.perf_counter() - t0
+    result = {"t": te.asnumpy(), **{f"q{i}": q.asnumpy() for i, q in enumerate(q_in)},
+              **{k: v.asnumpy() for k, v in fluxes.items()}}
+    return result, seconds
+
+
+def run(ncells: int = NCELLS, nlev: int = NLEV, repeat: int = REPEAT, variants=VARIANTS) -> list[tuple]:
+    import numpy as np
+
+    data = _inputs(np.random.default_rng(42), ncells, nlev)
+    rows, base = [], None
+    for variant in variants:
+        t0 = time.perf_counter()
+        prog = _program(variant, ncells, nlev)
+        build = time.perf_counter() - t0
+        out, _ = _call(prog, data)
+        times = sorted(_call(prog, data)[1] for _ in range(repeat))
+        base = base or out
+        diffs = [float(np.nanmax(np.abs(out[k] - base[k]))) for k in base]
+        same = all(np.array_equal(out[k].view(np.uint64), base[k].view(np.uint64)) for k in base)
+        rows.append((variant, build, times[len(times) // 2], "bitwise" if same else f"{max(diffs):.2e}"))
+        print(f"{variant:18} build {build:7.1f} s  {1e3 * rows[-1][2]:9.2f} ms/call  vs stock: {rows[-1][3]}",
+              flush=True)
+    return rows
+
+
+def main() -> int:
+    try:
+        import gt4py.next  # noqa: F401
+        from icon4py.model.atmosphere.subgrid_scale_physics.muphys.implementations import graupel  # noqa: F401
+    except ImportError as e:
+        print(f"graupel_gt4py: skipped ({e}); run `make graupel` (gt4py venv, Python >= 3.13 for graupel)")
+        return 0
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10**4))
+    print(f"graupel_run, {NCELLS} x {NLEV}, gt4py DaCe CPU backend, median of {REPEAT} calls")
+    run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""The cost model: estimated seconds of an expansion from bytes moved, bandwidth and efficiency.
+
+``seconds = max(bytes * passes / (bandwidth * efficiency * parallelism), chain) + overhead``
+
+- ``bytes``: what the node reads and writes once (:attr:`sdfg_scan.context.Layout.bytes`), with
+  symbolic sizes taken from the context's ``symbols`` or :data:`DEFAULT_SIZES`;
+- ``bandwidth``: the machine's (:func:`machine`; ``SDFG_SCAN_BANDWIDTH_GBS`` overrides the CPU
+  value, e.g. with the probe ``benchmarks/`` prints);
+- ``efficiency``: the fraction of that bandwidth an expansion reaches in a layout, measured with
+  ``benchmarks/`` and declared on the expansion (``@declare(efficiency=...)``; the calibration
+  table is in the README, section "Choosing expansions");
+- ``parallelism``: column-parallel schedules on fewer columns than the machine has threads (CPU)
+  or than it needs to fill its SMs (GPU) run at that fraction;
+- ``chain``: a level loop is a dependent chain (``levels`` x the operation latency per column);
+  with at most a thread's share of columns it cannot overlap and bounds the time from below;
+- ``overhead``: e.g. one fork/join per level for schedules with the level loop outside a parallel map.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from sdfg_scan.context import Context
+
+DEFAULT_SIZES = {"columns": 20480.0, "levels": 80.0}
+"""Sizes assumed where the SDFG leaves them symbolic (icon4py's typical cells x levels per rank)."""
+
+CPU_BANDWIDTH_GBS = 50.0
+"""CPU memory bandwidth assumed without ``SDFG_SCAN_BANDWIDTH_GBS`` (this project's 2-core machine: the
+DaCe OpenMP copy probe of ``benchmarks/`` measures 48-58 GB/s). The declared CPU efficiencies are fractions
+of this value, measured by ``benchmarks/bench_selection.py`` (``OMP_NUM_THREADS=1 ... --clock cpu``: one
+thread's CPU time, robust on the shared machine; README, "Choosing expansions"); changing it scales every
+estimate alike, so only the fixed terms (fork/join, dependent chain) move against the streaming ones."""
+
+GPU_BANDWIDTH_GBS = 4000.0
+GPU_COLUMNS_TO_FILL = 16384.0
+"""Threads a GPU needs in flight before a thread-per-column schedule reaches its bandwidth."""
+
+FORK_JOIN_SECONDS = 1.5e-6
+"""One OpenMP parallel region (measured: diagnose_pressure's 65 levels x 100 cells, levels outside
+the map 0.15 ms against 0.12 ms in place)."""
+
+CHAIN_NS = 1.5
+"""Latency of one dependent floating-point operation (4 cycles at ~3 GHz, rounded up)."""
+
+
+@dataclass(frozen=True)
+class Machine:
+    threads: int
+    cpu_bandwidth: float   # bytes / s
+    gpu_bandwidth: float   # bytes / s
+
+
+def machine() -> Machine:
+    threads = int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
+    bw = float(os.environ.get("SDFG_SCAN_BANDWIDTH_GBS") or CPU_BANDWIDTH_GBS) * 1e9
+    return Machine(max(threads, 1), bw, GPU_BANDWIDTH_GBS * 1e9)
+
+
+def size(ctx: Context, expr, kind: str) -> float:
+    """A size of the layout as a number (``kind``: ``columns`` or ``levels`` default)."""
+    v = ctx.layout.value(expr, ctx.symbols)
+    if v is not None:
+        return v
+    return DEFAULT_SIZES[kind]
+
+
+def nbytes(ctx: Context) -> float:
+    """Bytes moved once, with symbols replaced by the assumed sizes (columns x levels scale)."""
+    v = ctx.layout.value(ctx.layout.bytes, ctx.symbols)
+    if v is not None:
+        return v
+    return size(ctx, ctx.layout.columns, "columns") * size(ctx, ctx.layout.levels, "levels") * \
+        ctx.layout.itemsize * 3   # a typical node: two inputs and one output per level
+
+
+def efficiency_of(exp_cls: type, ctx: Context, default: float = 0.1) -> float:
+    """The declared efficiency of ``exp_cls`` for the context's target and contiguity."""
+    table = getattr(exp_cls, "efficiency", {}) or {}
+    key = f"{ctx.target}:{ctx.layout.contiguity}"
+    return float(table.get(key, table.get(ctx.target, default)))
+
+
+def parallelism(ctx: Context, over: str = "columns") -> float:
+    """Fraction of the machine a schedule parallel over ``columns`` (or ``blocks`` of 4096 cells) fills."""
+    cols = size(ctx, ctx.layout.columns, "columns")
+    if over == "blocks":
+        cols = math.ceil(cols / 4096.0)
+    need = GPU_COLUMNS_TO_FILL if ctx.target == "gpu" else machine().threads
+    return max(min(1.0, cols / need), 1.0 / need)
+
+
+def chain_seconds(ctx: Context, ns_per_level: float = CHAIN_NS) -> float:
+    """The dependent chain of one thread's share of columns, if they cannot overlap (<= 1 per thread)."""
+    cols = size(ctx, ctx.layout.columns, "columns")
+    threads = machine().threads if ctx.target == "cpu" else GPU_COLUMNS_TO_FILL
+    if cols > threads:
+        return 0.0
+    return size(ctx, ctx.layout.levels, "levels") * ns_per_level * 1e-9
+
+
+def stream_seconds(ctx: Context, efficiency: float, passes: float = 1.0, over: str = "columns",
+                   overhead: float = 0.0, chain: bool = True) -> float:
+    """``bytes * passes / (bandwidth * efficiency * parallelism)``, at least the dependent chain, plus
+    ``overhead`` (see the module docstring)."""
+    m = machine()
+    bw = m.gpu_bandwidth if ctx.target == "gpu" else m.cpu_bandwidth
+    t = nbytes(ctx) * passes / (bw * max(efficiency, 1e-6) * parallelism(ctx, over))
+    return max(t, chain_seconds(ctx) if chain else 0.0) + overhead
+
+
+def default_cost(exp_cls: type, node, ctx: Context) -> float:
+    """Cost of an expansion without its own ``cost``: :func:`stream_seconds` at its declared efficiency."""
+    return stream_seconds(ctx, efficiency_of(exp_cls, ctx))
+
+
+__all__ = ["CHAIN_NS", "DEFAULT_SIZES", "FORK_JOIN_SECONDS", "Machine", "chain_seconds", "default_cost",
+           "efficiency_of", "machine", "nbytes", "parallelism", "size", "stream_seconds"]

@@ -1,0 +1,253 @@
+"""Builder of the ``parallel_prefix`` expansion family: a chunked reduce-then-scan along the levels.
+
+For few, long columns, where a thread per column leaves threads idle or runs one dependent chain
+per thread. The levels of a column, in visiting order, are cut into chunks of ``C = node.chunk_size``
+levels (a node property: the chunking never depends on the thread count or the device, so the
+bits do not either; the order is pinned by :mod:`sdfg_scan.reference_prefix`)::
+
+    pass 1 (map over (column, chunk group)):  T[j] = fold of chunk j              (reads the inputs)
+    pass 2 (map over columns):                 P[j] = P[j-1] (+) T[j]              (a few values)
+    pass 3 (map over (column, chunk group)):  chunk j rescanned from P[j-1]       (reads + writes)
+
+A task of passes 1 and 3 is a group of ``G`` consecutive chunks of one column (``G = 4`` on CPU, 1 on
+GPU) whose dependent chains run interleaved in one loop, which hides the latency of the chain (about
+4 cycles per element for a sum, 8 for the affine step): this is where the gain over ``sequential``
+comes from when every thread already has a column. ``G`` changes no bit.
+
+Cost description (for the cost model; ``s`` = item size, per level of a column)::
+
+    bytes moved = (2 * inputs + outputs) * s        # inputs read in passes 1 and 3, outputs written once
+                + 2 * carries * s * columns * ceil(levels / C) / (columns * levels)   # chunk totals
+    sequential  = (inputs + outputs) * s
+    chains      = levels / C independent chains per column (parallelism: columns * levels / C tasks)
+
+``CumulativeScan``: inputs 1, outputs 1, carries 1 (3 s per level against 2 s). ``LinearRecurrence``:
+inputs 2, outputs 1, carries 2 (5 s against 3 s).
+
+Reproducibility: ``replay``. Chunk 0 is bitwise the sequential scan; later levels differ by the
+reassociation at chunk boundaries (the results match ``reference.<fn>(order="chunked", chunk=C)``
+bitwise); min/max are exactly associative and give the sequential bits. The generated code carries
+the :class:`~sdfg_scan.expansions.environments.ExactArithmetic` flags (no FMA contraction), so the
+same bits come from every thread count and, with ``exact_cuda_flags()``, from the GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+import dace
+from dace import dtypes
+
+from sdfg_scan.context import target_of
+from sdfg_scan.expansions.column_loop import window_sdfg
+
+ColumnNode: TypeAlias = Any  # the node type (duck-typed: an expansion never imports a node module)
+
+CPU_GROUP = 4
+"""Chunks per CPU task, run interleaved (independent chains)."""
+
+DEFAULT_CHUNK = 15000
+"""Levels per chunk unless the node says otherwise (``chunk_size``). Not a power of two: chunks whose
+byte size is a multiple of 4 KiB put the interleaved chains of a task into one cache set."""
+
+
+@dataclass
+class PrefixOp:
+    """An associative scan in the carry-first form ``c = step(c, e)``; C++ expressions over
+    ``{c0}, {c1}, ...`` (the carry) and ``{e0}, {e1}, ...`` (the element of one level; the chunk
+    totals have the same form), as ``str.format`` fields. ``start`` gives the carry after the first visited level of a column
+    (may read the K-less inputs as ``col_<conn>``); ``emit`` the value written to each output."""
+
+    ctype: str
+    inputs: list[str]
+    step: list[str]
+    start: list[str]
+    outputs: dict[str, int]
+    col_inputs: list[str] = field(default_factory=list)
+    exclusive_first: str | None = None  # exclusive scans: the value emitted at the first level
+
+
+def _s(expr) -> str:
+    return dace.symbolic.symstr(expr)
+
+
+class _Code:
+    """C++ pieces shared by the passes."""
+
+    def __init__(self, node: ColumnNode, state: dace.SDFGState, op: PrefixOp, chunk: int):
+        self.op = op
+        self.ops = {c: node.operand(state, c) for c in op.inputs + op.col_inputs + list(op.outputs)}
+        ref = self.ops[op.inputs[0]]
+        self.shape = ref.shape
+        self.axis = node.resolved_axis(len(self.shape))
+        self.cols = [d for d in range(len(self.shape)) if d != self.axis]
+        self.nk = _s(self.shape[self.axis])
+        self.ncol = " * ".join(f"({_s(self.shape[d])})" for d in self.cols) or "1"
+        self.chunk = chunk
+        self.reverse = bool(node.reverse)
+        self.nc = len(op.step)
+
+    def header(self, group: int, per_column: bool = False) -> str:
+        """Sizes, the column of this task (map parameter ``_t``: a group of chunks; ``_c``: a whole
+        column, ``per_column``) and, for tasks, each operand's column base offset and level stride."""
+        lines = [f"const long long nk = {self.nk};", f"const long long C = {self.chunk};",
+                 "const long long nch = (nk + C - 1) / C;"]
+        if per_column:
+            return "\n".join(lines + ["const long long col = _c;"]) + "\n"
+        lines += [f"const long long ntc = (nch + {group} - 1) / {group};",
+                  "const long long col = _t / ntc;", f"const long long j0 = (_t % ntc) * {group};",
+                  "long long r_ = col;"]
+        for d in reversed(self.cols):
+            lines.append(f"const long long i{d} = r_ % ({_s(self.shape[d])}); r_ /= ({_s(self.shape[d])});")
+        lines.append("(void)r_;")
+        for c, o in self.ops.items():
+            if c in self.op.col_inputs:
+                terms = [f"i{d} * ({_s(o.strides[i])})" for i, d in enumerate(self.cols)]
+            else:
+                terms = [f"i{d} * ({_s(o.strides[d])})" for d in self.cols]
+            lines.append(f"const long long o_{c} = {' + '.join(terms) or '0'};")
+        for c in self.op.inputs + list(self.op.outputs):
+            lines.append(f"const long long s_{c} = {_s(self.ops[c].strides[self.axis])};")
+        for c in self.op.col_inputs:
+            lines.append(f"const {self.op.ctype} col_{c} = p_{c}[o_{c}];")
+        return "\n".join(lines) + "\n"
+
+    def level(self, pos: str) -> str:
+        return f"(nk - 1 - ({pos}))" if self.reverse else f"({pos})"
+
+    def load(self, g: str, pos: str) -> str:
+        """``e0, e1, ...`` of the level at visiting position ``pos`` (in chunk slot ``g``)."""
+        lv = self.level(pos)
+        return "".join(f"const {self.op.ctype} e{i} = p_{c}[o_{c} + {lv} * s_{c}];\n"
+                       for i, c in enumerate(self.op.inputs))
+
+    def assign(self, exprs: list[str], g: str) -> str:
+        """``c_i[g] = expr_i`` for all i, every expression evaluated before any assignment."""
+        names = {f"c{i}": f"c{i}[{g}]" for i in range(self.nc)} | {f"e{i}": f"e{i}" for i in range(self.nc)}
+        sub = [e.format(**names) for e in exprs]
+        tmp = "".join(f"const {self.op.ctype} n{i} = {s};\n" for i, s in enumerate(sub))
+        return "{\n" + tmp + "".join(f"c{i}[{g}] = n{i};\n" for i in range(self.nc)) + "}\n"
+
+    def emit(self, g: str, pos: str, value: str | None = None) -> str:
+        lv = self.level(pos)
+        return "".join(f"p_{c}[o_{c} + {lv} * s_{c}] = {value if value is not None else f'c{i}[{g}]'};\n"
+                       for c, i in self.op.outputs.items())
+
+    def carries(self, group: int) -> str:
+        return "".join(f"{self.op.ctype} c{i}[{group}];\n" for i in range(self.nc))
+
+
+def _chunk_loop(code: _Code, group: int, rescan: bool, count: str, length: str) -> str:
+    """Process chunks ``j0 .. j0 + count - 1`` of length ``length`` interleaved (``count <= group``)."""
+    exclusive = code.op.exclusive_first is not None
+    unroll = f"#pragma GCC unroll {group}\n" if group > 1 else ""
+    # first level of every chunk
+    first = code.load("g", "p0")
+    if rescan:
+        start0 = (code.emit("g", "p0", code.op.exclusive_first) if exclusive else "") + code.assign(
+            code.op.start, "g") + ("" if exclusive else code.emit("g", "p0"))
+        later = "".join(f"c{i}[g] = q_tot{i}[col * nch + j - 1];\n" for i in range(code.nc))
+        later += (code.emit("g", "p0") if exclusive else "") + code.assign(code.op.step, "g") + (
+            "" if exclusive else code.emit("g", "p0"))
+    else:
+        start0 = code.assign(code.op.start, "g")
+        later = "".join(f"c{i}[g] = e{i};\n" for i in range(code.nc))
+    body = (code.emit("g", "p") if exclusive and rescan else "") + code.assign(code.op.step, "g") + (
+        code.emit("g", "p") if rescan and not exclusive else "")
+    out = f"""{{
+const long long cnt = {count}, len = {length};
+for (long long g = 0; g < cnt; ++g) {{
+  const long long j = j0 + g, p0 = j * C;
+  {first}  if (j == 0) {{
+{start0}  }} else {{
+{later}  }}
+}}
+for (long long i = 1; i < len; ++i) {{
+{unroll}  for (long long g = 0; g < {group if group > 1 else 'cnt'}; ++g) {{
+    const long long p = (j0 + g) * C + i;
+    {code.load("g", "p")}{body}  }}
+}}
+"""
+    if not rescan:
+        out += "".join(f"for (long long g = 0; g < cnt; ++g) p_tot{i}[col * nch + j0 + g] = c{i}[g];\n"
+                       for i in range(code.nc))
+    return out + "}\n"
+
+
+def _pass_code(code: _Code, group: int, rescan: bool) -> str:
+    """One task: the chunks ``j0 ..`` of column ``col``; full groups interleaved, the rest one by one."""
+    head = code.header(group) + code.carries(group)
+    if group == 1:
+        return head + "if (j0 < nch) {\n" + _chunk_loop(code, 1, rescan, "1",
+                                                        "(nk - j0 * C < C ? nk - j0 * C : C)") + "}\n"
+    full = _chunk_loop(code, group, rescan, str(group), "C")
+    one = _chunk_loop(code, 1, rescan, "1", "(nk - j0 * C < C ? nk - j0 * C : C)")
+    return head + f"""if ((j0 + {group}) * C <= nk) {{
+{full}}} else {{
+  const long long jb = j0;
+  for (long long jj = jb; jj < nch; ++jj) {{
+    const long long j0 = jj;
+{one}  }}
+}}
+"""
+
+
+def _offsets_code(code: _Code) -> str:
+    """Pass 2, one column: ``P[j] = step(P[j-1], T[j])`` in place over the chunk totals."""
+    head = code.header(1, per_column=True) + code.carries(1)
+    load = "".join(f"c{i}[0] = p_tot{i}[col * nch];\n" for i in range(code.nc))
+    step = code.assign(code.op.step, "0")
+    store = "".join(f"p_tot{i}[col * nch + j] = c{i}[0];\n" for i in range(code.nc))
+    elems = "".join(f"const {code.op.ctype} e{i} = p_tot{i}[col * nch + j];\n" for i in range(code.nc))
+    return head + f"if (nch > 0) {{\n{load}for (long long j = 1; j < nch; ++j) {{\n{elems}{step}{store}}}\n}}\n"
+
+
+def build_parallel_prefix(node: ColumnNode, state: dace.SDFGState, op: PrefixOp, chunk: int) -> dace.SDFG:
+    """The expansion SDFG of ``op`` on ``node`` (module docstring)."""
+    if chunk < 1:
+        raise node.error(f"chunk_size must be a positive level count, got {chunk}")
+    code = _Code(node, state, op, chunk)
+    on_gpu = target_of(node, state) == "gpu"
+    group = 1 if on_gpu else CPU_GROUP
+    conns = op.inputs + op.col_inputs + list(op.outputs)
+    sdfg, descs = window_sdfg(node, state, conns, f"{node.label}_parallel_prefix")
+    dtype = descs[op.inputs[0]].dtype
+    nch = f"int_ceil({code.nk}, {chunk})"
+    ntot = f"({code.ncol}) * {nch}"
+    storage = dtypes.StorageType.GPU_Global if on_gpu else dtypes.StorageType.CPU_Heap
+    for i in range(code.nc):
+        sdfg.add_array(f"tot{i}", [dace.symbolic.pystr_to_symbolic(ntot)], dtype, transient=True, storage=storage)
+    tots = [f"tot{i}" for i in range(code.nc)]
+
+    def full(c: str) -> dace.Memlet:
+        return dace.Memlet.from_array(c, sdfg.arrays[c])
+
+    def add_pass(label: str, rng: str, src: str, ins: list[str], outs: list[str], prev=None) -> dace.SDFGState:
+        st = sdfg.add_state(label, is_start_block=prev is None)
+        if prev is not None:
+            sdfg.add_edge(prev, st, dace.InterstateEdge())
+        param = "_c" if label == "offsets" else "_t"
+        me, mx = st.add_map(f"{node.label}_{label}", {param: rng})
+        if on_gpu:
+            me.map.gpu_block_size = [64, 1, 1]
+        t = st.add_tasklet(f"{node.label}_{label}", {"p_" + c if c not in tots else "q_" + c:
+                                                     dtypes.pointer(dtype) for c in ins},
+                           {"p_" + c: dtypes.pointer(dtype) for c in outs}, src, language=dtypes.Language.CPP)
+        for c in ins:
+            st.add_memlet_path(st.add_read(c), me, t, dst_conn=("q_" if c in tots else "p_") + c, memlet=full(c))
+        for c in outs:
+            st.add_memlet_path(t, mx, st.add_write(c), src_conn="p_" + c, memlet=full(c))
+        return st
+
+    tasks = f"0:({code.ncol}) * int_ceil({nch}, {group})"
+    # pass 2 reads the totals through q_tot* and updates them in place through p_tot* (same memory)
+    alias = "".join(f"(void)q_tot{i};\n" for i in range(code.nc))
+    s1 = add_pass("totals", tasks, _pass_code(code, group, False), op.inputs + op.col_inputs, tots)
+    s2 = add_pass("offsets", f"0:{code.ncol}", alias + _offsets_code(code), tots, tots, s1)
+    rescan_src = _pass_code(code, group, True)
+    add_pass("rescan", tasks, rescan_src, op.inputs + op.col_inputs + tots, list(op.outputs), s2)
+    return sdfg
+
+
+__all__ = ["CPU_GROUP", "DEFAULT_CHUNK", "PrefixOp", "build_parallel_prefix"]

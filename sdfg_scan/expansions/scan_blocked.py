@@ -1,0 +1,320 @@
+"""The cell-blocked, vectorised schedule of a lifted gt4py scan (``Scan(columns="cells")``).
+
+gt4py's scan is a parallel map over cells around a column SDFG whose ``LoopRegion`` walks the levels.
+On cell-contiguous (nproma) fields, this schedule runs blocks of ``B`` contiguous cells::
+
+    before (``sequential``)                     after (``blocked``: one C++ tasklet, one parallel region)
+    map i in cells:                             parallel for each block [c0, c0 + B):
+      entry(i)                                    for l < B:  entry(c0 + l)        carries -> [B] arrays
+      for k in levels: body(i, k)                 for k in levels:
+      exit(i)                                       simd for l < B: body(c0 + l, k)  (inlined, unit stride)
+                                                  for l < B:  exit(c0 + l)
+
+The body is written as C++ by :mod:`sdfg_scan.expansions.scan_blocked_codegen` (DaCe's own tasklet
+unparser, so each cell runs the same operations in the same order as the original program). Two
+classes:
+
+- ``blocked`` (**exact**): scalar libm calls, per-cell ``if``; bitwise the original program compiled
+  with the same IEEE-strict flags (:class:`~sdfg_scan.expansions.environments.ExactArithmetic`).
+- ``blocked_simd`` (**replay**): branches that only assign per-cell values are if-converted (every
+  branch computed, results selected) and ``exp``/``log``/``pow`` are declared ``omp declare simd`` so
+  that GCC calls glibc's vector math (libmvec) in the vectorised cell loop (:class:`VectorMath` adds
+  ``-fopenmp-simd`` and ``-lmvec``). Deterministic for a given machine and build; not bitwise the scalar
+  libm results (documented error: README).
+"""
+
+from __future__ import annotations
+
+import re
+
+import dace
+import dace.library
+from dace import data as dt
+from dace import subsets, symbolic
+from dace.codegen.targets.cpp import sym2cpp
+from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
+from dace.transformation.transformation import ExpandTransformation
+
+from sdfg_scan.expansions import declare
+from sdfg_scan.expansions.environments import ExactArithmetic
+from sdfg_scan.expansions.scan_blocked_codegen import LANE, BodyWriter, Ref, Scope, Unsupported, Writer
+from sdfg_scan.expansions.scan_columns import body_copy
+from sdfg_scan.scan_structure import NotAScan, analyze_scan
+
+BLOCK = 256
+"""Cells per block: 20 carries x 8 B x 256 = 40 KiB of block arrays stay in L1/L2 per thread."""
+
+VECTOR_MATH = """
+#ifndef SDFG_SCAN_VECTOR_MATH
+#define SDFG_SCAN_VECTOR_MATH
+#include <cmath>
+#pragma omp declare simd notinbranch
+extern "C" double exp(double) noexcept;
+#pragma omp declare simd notinbranch
+extern "C" double log(double) noexcept;
+#pragma omp declare simd notinbranch
+extern "C" double pow(double, double) noexcept;
+#pragma omp declare simd notinbranch
+static inline double _sdfg_scan_vexp(double x) { return exp(x); }
+#pragma omp declare simd notinbranch
+static inline double _sdfg_scan_vlog(double x) { return log(x); }
+#pragma omp declare simd notinbranch
+static inline double _sdfg_scan_vpow(double x, double y) { return pow(x, y); }
+#endif
+"""
+
+
+@dace.library.environment
+class VectorMath:
+    """glibc's vector math library (libmvec) for the ``blocked_simd`` (replay) expansion.
+
+    The generated code declares ``exp``, ``log`` and ``pow`` with ``#pragma omp declare simd``;
+    ``-fopenmp-simd`` makes GCC honour those declarations and the ``omp simd`` loop over the cells
+    of a block, so a vectorised loop calls ``_ZGVdN4v_exp`` and friends from ``libmvec``.
+    """
+
+    cmake_minimum_version = None
+    cmake_packages: list[str] = []
+    cmake_variables: dict[str, str] = {}
+    cmake_includes: list[str] = []
+    cmake_libraries: list[str] = ["mvec"]
+    cmake_compile_flags = ["-fopenmp-simd"]
+    cmake_link_flags: list[str] = []
+    cmake_files: list[str] = []
+    headers: list[str] = []
+    state_fields: list[str] = []
+    init_code = ""
+    finalize_code = ""
+    dependencies: list[type] = []
+
+
+def _outer(node, expr) -> symbolic.SymExpr:
+    subs = {symbolic.pystr_to_symbolic(k): symbolic.pystr_to_symbolic(str(v)) for k, v in node.symbol_mapping.items()}
+    return symbolic.pystr_to_symbolic(str(expr)).subs(subs)
+
+
+def _parts(s) -> tuple[list, list, list]:
+    """Top-level blocks before the loop, the loop's blocks' region, after the loop."""
+    chain, b = [], s.sdfg.start_block
+    while b is not None:
+        chain.append(b)
+        out = s.sdfg.out_edges(b)
+        if len(out) > 1 or (out and (not out[0].data.is_unconditional() or out[0].data.assignments)):
+            raise Unsupported("the body has branching, conditional or assigning top-level edges")
+        b = out[0].dst if out else None
+    i = chain.index(s.loop)
+    return chain[:i], [s.loop], chain[i + 1:]
+
+
+def _accessed(blocks) -> set[str]:
+    names = set()
+    for b in blocks:
+        for st in ([b] if isinstance(b, dace.SDFGState) else b.all_states()):
+            names |= {n.data for n in st.data_nodes()}
+    return names
+
+
+def check(node, state: dace.SDFGState) -> str | None:
+    """Why the blocked expansions cannot build ``node`` (None: they can)."""
+    if node.columns != "cells":
+        return "needs the map over cells in the node (columns='cells'; LiftCellMap)"
+    if len(node.cell_params) != 1:
+        return f"blocks one cell dimension, the node's map has {len(node.cell_params)}"
+    if state is not None and state.sdfg.parent_nsdfg_node is not None:
+        return "the node sits in a nested SDFG (the kernel reads the symbols of the top-level program)"
+    try:
+        kernel(node, state, if_convert=True)
+    except (Unsupported, NotAScan) as e:
+        return f"the body cannot be written as a block kernel: {e}"
+    return None
+
+
+def kernel(node, state: dace.SDFGState, if_convert: bool, block: int = BLOCK) -> tuple[str, dict]:
+    """The C++ of the block kernel and the connector types (pointers) of the tasklet."""
+    body = body_copy(node)
+    s = analyze_scan(body, prologue=True)
+    pre, loop, post = _parts(s)
+    var = s.variable
+    for b in pre + post:
+        if var in b.free_symbols:
+            raise Unsupported(f"the body uses its loop variable '{var}' outside the loop")
+    param = node.cell_params[0]
+    cell = symbolic.pystr_to_symbolic(param)
+    rng = subsets.Range.from_string(node.cell_ranges[0])
+    (cb, ce, cs), = rng.ndrange()
+    if symbolic.inequal_symbols(cs, 1):
+        raise Unsupported("the map over cells has a non-unit step")
+    start, stop = _outer(node, s.start), _outer(node, s.stop)
+    if cell in start.free_symbols | stop.free_symbols:
+        raise Unsupported("the level range depends on the cell")
+
+    syms = {k: f"_s_{k}" for k in node.symbol_mapping}
+    syms[var] = f"_s_{var}"
+    top = Scope(body, {}, syms)
+    conn_types = {}
+    ptrs = []
+    for c in list(node.in_connectors) + list(node.out_connectors):
+        op = node.operand(state, c)
+        conn_types[c] = dace.pointer(op.dtype)
+        inner = body.arrays[c]
+        if isinstance(op.desc, dt.Scalar):
+            off = "0"
+        else:
+            sub = subsets.Range.from_string(node.cell_subsets[c])
+            if len(sub) != len(op.desc.shape):
+                raise Unsupported(f"connector '{c}': per-cell subset rank differs from its container's")
+            off = sym2cpp(sum(((b - o) * st for (b, _, _), o, st in zip(sub.ndrange(), op.offset, op.desc.strides,
+                                                                          strict=True)), 0))
+        ptrs.append(f"{op.dtype.ctype}* const _p_{c} = {c} + ({off});")
+        if isinstance(inner, dt.Scalar):
+            top.data[c] = Ref(inner.dtype.ctype, lvalue=f"_p_{c}[0]", memory=True)
+        else:
+            if any(str(o) != "0" for o in inner.offset):
+                raise Unsupported(f"body array '{c}' has a non-zero offset")
+            top.data[c] = Ref(inner.dtype.ctype, base=f"_p_{c}", strides=[top.expr(x) for x in inner.strides],
+                              memory=True)
+    parts = {"pre": pre, "loop": list(loop[0].nodes()), "post": post}
+    count: dict[str, int] = {}
+    for blocks in parts.values():
+        for n in _accessed(blocks):
+            count[n] = count.get(n, 0) + 1
+    hoisted = sorted(n for n, d in body.arrays.items() if d.transient and (count.get(n, 0) > 1 or n in s.carries))
+    w = Writer()
+    hoist_lines = []
+    for h in hoisted:
+        d = body.arrays[h]
+        if not isinstance(d, dt.Scalar) and d.total_size != 1:
+            raise Unsupported(f"carried transient '{h}' is not a scalar")
+        hoist_lines.append(f"alignas(64) {d.dtype.ctype} _h_{h}[{block}];")
+        top.data[h] = Ref(d.dtype.ctype, lvalue=f"_h_{h}[{LANE}]")
+
+    def part(blocks, simd: bool) -> list[str]:
+        pw = Writer()
+        pw._ids = w._ids
+        bw = BodyWriter(pw, if_convert)
+        pw.depth = 1
+        scope = Scope(body, dict(top.data), syms)
+        for name, d in body.arrays.items():
+            if d.transient and name not in top.data and name in _accessed(blocks):
+                scope.data[name] = bw.local(f"_t_{name}", d, scope)
+        for b in blocks:
+            if isinstance(b, dace.SDFGState):
+                bw.state(b, scope)
+            elif isinstance(b, ConditionalBlock):
+                bw.conditional(b, scope)
+            elif isinstance(b, ControlFlowRegion):   # the level loop: its blocks (the loop is written below)
+                bw.region(b, scope)
+            else:
+                raise Unsupported(f"top-level block '{b.label}' is a {type(b).__name__}")
+        head = ["#pragma omp simd"] if simd else []
+        return head + [f"for (long long {LANE} = 0; {LANE} < _n; ++{LANE}) {{",
+                       f"    const long long {param} = _c0 + {LANE};", "    __CELL_PRELUDE__"] + pw.lines + ["}"]
+
+    lines_pre = part(pre, False) if pre else []
+    lines_loop = part(loop, True)
+    lines_post = part(post, False) if post else []
+    used = _used(syms, lines_pre + lines_loop + lines_post)
+    prelude = [f"    const auto {syms[k]} = {sym2cpp(symbolic.pystr_to_symbolic(str(v)))};"
+               for k, v in node.symbol_mapping.items() if syms[k] in used] + ["    " + p for p in ptrs]
+
+    def fill(lines):
+        out = []
+        for ln in lines:
+            out += prelude if ln.strip() == "__CELL_PRELUDE__" else [ln]
+        return out
+
+    if s.direction == "forward":
+        head = f"for (long long {syms[var]} = {sym2cpp(start)}; {syms[var]} < {sym2cpp(stop)}; ++{syms[var]}) {{"
+    else:
+        head = f"for (long long {syms[var]} = {sym2cpp(stop)} - 1; {syms[var]} >= {sym2cpp(start)}; --{syms[var]}) {{"
+    code = [f"const long long _cb = {sym2cpp(cb)};", f"const long long _ce = {sym2cpp(ce)} + 1;",
+            f"const long long _nblk = (_ce - _cb + {block - 1}) / {block};",
+            "#pragma omp parallel for schedule(static)",
+            "for (long long _blk = 0; _blk < _nblk; ++_blk) {",
+            f"    const long long _c0 = _cb + _blk * {block};",
+            f"    const long long _n = (_ce - _c0) < {block} ? (_ce - _c0) : {block};"]
+    code += ["    " + h for h in hoist_lines]
+    code += ["    " + ln for ln in fill(lines_pre)]
+    code += ["    " + head] + ["        " + ln for ln in fill(lines_loop)] + ["    }"]
+    code += ["    " + ln for ln in fill(lines_post)] + ["}"]
+    return "\n".join(code), conn_types
+
+
+def _used(syms: dict[str, str], lines: list[str]) -> set[str]:
+    words = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", "\n".join(lines)))
+    return {c for c in syms.values() if c in words}
+
+
+
+
+# -- the expansions -------------------------------------------------------------------------------
+
+def _applies(node, ctx) -> str | None:
+    if ctx.layout.contiguity != "cell":
+        return f"vectorises over cells; the operands are {ctx.layout.contiguity}-contiguous, not cell-contiguous"
+    return check(node, ctx.state)
+
+
+def _cost(cls, node, ctx) -> float:
+    from sdfg_scan.cost import efficiency_of, stream_seconds
+    return stream_seconds(ctx, efficiency_of(cls, ctx), chain=False)   # one parallel region, no fork per level
+
+
+def _tasklet(node, state, if_convert: bool) -> dace.nodes.Tasklet:
+    node.validate(state.sdfg, state)
+    why = check(node, state)
+    if why is not None:
+        raise node.error(f"the blocked expansion cannot build this scan: {why}; use 'levels_outside' or 'sequential'")
+    code, types = kernel(node, state, if_convert)
+    ins = {c: types[c] for c in node.in_connectors}
+    outs = {c: types[c] for c in node.out_connectors}
+    return dace.nodes.Tasklet(f"{node.label}_blocked", ins, outs, code, language=dace.Language.CPP,
+                              code_global=VECTOR_MATH if if_convert else "")
+
+
+@dace.library.expansion
+@declare(targets=("cpu",), reproducibility="exact", efficiency={"cpu:cell": 0.85})
+class ExpandScanBlocked(ExpandTransformation):
+    """``columns="cells"`` on the CPU: blocks of :data:`BLOCK` contiguous cells in one parallel region;
+    per block the level loop around a loop over the block's cells that runs the inlined body (carries in
+    ``[B]`` arrays, per-cell ``if``). Scalar libm calls, the original operation order: bitwise the
+    ``sequential`` result under :class:`ExactArithmetic`'s flags."""
+
+    environments = [ExactArithmetic]
+
+    @staticmethod
+    def applies(node, ctx) -> str | None:
+        return _applies(node, ctx)
+
+    @staticmethod
+    def cost(node, ctx) -> float:
+        return _cost(ExpandScanBlocked, node, ctx)
+
+    @staticmethod
+    def expansion(node, parent_state, parent_sdfg):
+        return _tasklet(node, parent_state, if_convert=False)
+
+
+@dace.library.expansion
+@declare(targets=("cpu",), reproducibility="replay", efficiency={"cpu:cell": 1.0})
+class ExpandScanBlockedSIMD(ExpandTransformation):
+    """``blocked`` with branches if-converted (both arms computed, results selected) and vector
+    ``exp``/``log``/``pow`` from glibc's libmvec (:class:`VectorMath`), so GCC vectorises the loop over a
+    block's cells. Replay: deterministic for one machine and build, within rounding of the scalar libm."""
+
+    environments = [VectorMath]
+
+    @staticmethod
+    def applies(node, ctx) -> str | None:
+        return _applies(node, ctx)
+
+    @staticmethod
+    def cost(node, ctx) -> float:
+        return _cost(ExpandScanBlockedSIMD, node, ctx)
+
+    @staticmethod
+    def expansion(node, parent_state, parent_sdfg):
+        return _tasklet(node, parent_state, if_convert=True)
+
+
+__all__ = ["BLOCK", "VECTOR_MATH", "ExpandScanBlocked", "ExpandScanBlockedSIMD", "VectorMath", "check", "kernel"]

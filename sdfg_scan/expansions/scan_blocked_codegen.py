@@ -1,0 +1,419 @@
+"""The body of a ``Scan`` as C++ for B cells at a time: the translator behind ``scan_blocked.py``.
+
+A lifted gt4py scan body (:mod:`sdfg_scan.scan_structure`: entry states, one ``LoopRegion`` over the
+levels, exit states; ``ConditionalBlock`` s and nested SDFGs inside) is walked block by block and
+written out as straight-line C++ per cell, the way DaCe's CPU code generator would write it:
+
+- every Python tasklet goes through DaCe's own ``DaCeKeywordRemover`` (``math.*`` -> ``dace::math::``,
+  constant integer powers -> ``ipow``) and ``CPPUnparser`` with the connector types DaCe infers, so the
+  arithmetic is the same expression tree as the original program's;
+- scalars become C++ locals (one per cell) or ``[B]`` block arrays where they live across the
+  entry/loop/exit parts (the carries); arrays become pointer arithmetic from the node's per-cell
+  subsets and the body's strides; nested SDFGs are inlined (their containers renamed, their symbols
+  declared from the symbol mapping);
+- a ``ConditionalBlock`` becomes a per-cell ``if`` / ``else if`` (``if_convert=False``), or, with
+  ``if_convert=True`` and when its branches only assign per-cell values, every branch is computed into
+  temporaries and the results are selected (``c ? a : b``), which lets a compiler vectorise the loop
+  over cells with masks; a branch that writes memory keeps the ``if`` (the correct fallback).
+
+Anything else (loops inside the body, conditional or assigning interstate edges, streams, views,
+write-conflict resolution, non-Python tasklets, transient arrays of symbolic size) raises
+:class:`Unsupported` with the reason; the expansion's ``applies`` reports it and selection falls back.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import io
+import itertools
+
+import dace
+from dace import data as dt
+from dace import subsets, symbolic
+from dace.codegen import cppunparse
+from dace.codegen.targets.cpp import DaCeKeywordRemover, sym2cpp
+from dace.sdfg import nodes
+from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, LoopRegion
+from dace.sdfg.utils import dfs_topological_sort
+
+LANE = "_l"          # the cell index inside a block
+LEVEL = "_lev"       # the level loop variable
+
+
+class Unsupported(Exception):
+    """The body holds a construct the translator does not generate (the message says which)."""
+
+
+class _Fallback(Exception):
+    """An if-converted branch writes memory: generate a plain ``if`` instead."""
+
+
+class Ref:
+    """A container as C++: a scalar lvalue (``lvalue``) or a pointer (``base``) with element strides."""
+
+    def __init__(self, ctype: str, lvalue: str | None = None, base: str | None = None, strides=(),
+                 memory: bool = False):
+        self.ctype, self.lvalue, self.base, self.strides, self.memory = ctype, lvalue, base, list(strides), memory
+
+    def at(self, index: list[str]) -> str:
+        if self.lvalue is not None:
+            return self.lvalue
+        if not index:
+            return f"{self.base}[0]"
+        flat = " + ".join(f"({i}) * ({s})" for i, s in zip(index, self.strides, strict=True))
+        return f"{self.base}[{flat}]"
+
+
+class Scope:
+    """Names of one SDFG level: containers -> :class:`Ref`, symbols -> C++ names."""
+
+    def __init__(self, sdfg: dace.SDFG, data: dict[str, Ref], syms: dict[str, str]):
+        self.sdfg, self.data, self.syms = sdfg, data, syms
+
+    def expr(self, e) -> str:
+        """A symbolic expression of this scope in C++."""
+        s = symbolic.pystr_to_symbolic(str(e))
+        rep = {f: dace.symbol(self.syms[str(f)]) for f in s.free_symbols if str(f) in self.syms}
+        missing = {str(f) for f in s.free_symbols} - set(self.syms)
+        if missing:
+            raise Unsupported(f"symbol(s) {sorted(missing)} are not defined in the body")
+        return sym2cpp(s.subs(rep))
+
+    def index(self, subset) -> list[str]:
+        return [self.expr(b) for b, _, _ in subset.ndrange()]
+
+
+class Writer:
+    """C++ lines with indentation; ``fresh`` makes unique names."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.depth = 0
+        self._ids = itertools.count()
+
+    def __call__(self, line: str) -> None:
+        self.lines.append("    " * self.depth + line)
+
+    def fresh(self, stem: str) -> str:
+        return f"_{stem}{next(self._ids)}"
+
+
+def _chain(cfg: ControlFlowRegion) -> list:
+    """The blocks of ``cfg`` in order; it must be a chain of unconditional, non-assigning edges."""
+    out, b, seen = [], cfg.start_block, set()
+    while b is not None:
+        if b in seen:
+            raise Unsupported(f"the control flow of '{cfg.label}' has a cycle outside a LoopRegion")
+        seen.add(b)
+        out.append(b)
+        edges = cfg.out_edges(b)
+        if len(edges) > 1:
+            raise Unsupported(f"block '{b.label}' branches through interstate edges")
+        if edges and (not edges[0].data.is_unconditional() or edges[0].data.assignments):
+            raise Unsupported(f"the edge after '{b.label}' is conditional or assigns symbols")
+        b = edges[0].dst if edges else None
+    if len(out) != len(cfg.nodes()):
+        raise Unsupported(f"'{cfg.label}' is not a chain of blocks")
+    return out
+
+
+class _Rename(ast.NodeTransformer):
+    """Names -> C++ text (symbols, scalar containers), ``conn[i, j]`` -> flat pointer accesses."""
+
+    def __init__(self, names: dict[str, str], arrays: dict[str, tuple[Ref, Scope]], scope: Scope):
+        self.names, self.arrays, self.scope = names, arrays, scope
+
+    def visit_Subscript(self, node):
+        name = node.value.id if isinstance(node.value, ast.Name) else None
+        if name not in self.arrays:
+            return self.generic_visit(node)
+        ref, _ = self.arrays[name]
+        idx = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        index = [self.scope.expr(ast.unparse(i)) for i in idx]
+        return ast.copy_location(ast.Name(id=ref.at(index), ctx=node.ctx), node)
+
+    def visit_Name(self, node):
+        if node.id in self.names:
+            return ast.copy_location(ast.Name(id=self.names[node.id], ctx=node.ctx), node)
+        return node
+
+
+VECTOR_FUNCTIONS = {"exp": "_sdfg_scan_vexp", "log": "_sdfg_scan_vlog", "pow": "_sdfg_scan_vpow"}
+"""``dace::math::f`` -> the ``omp declare simd`` wrappers of glibc's ``f`` (``scan_blocked.VECTOR_MATH``)."""
+
+
+def _vector_math(text: str) -> str:
+    """Calls of ``dace::math::exp/log/pow`` on doubles -> the simd-declared wrappers (libmvec when vectorised)."""
+    for f, v in VECTOR_FUNCTIONS.items():
+        text = text.replace(f"dace::math::{f}(", f"{v}(")
+    return text
+
+
+class BodyWriter:
+    """Writes the blocks of a body (and its nested SDFGs) as per-cell C++ into a :class:`Writer`."""
+
+    def __init__(self, w: Writer, if_convert: bool):
+        self.w, self.if_convert = w, if_convert
+        self.overrides: list[dict[str, str]] = []   # if-converted branches: lvalue -> temporary
+        self.temps: list[list[tuple[str, str, str]]] = []
+
+    # -- values ---------------------------------------------------------------------------------
+    def lv(self, text: str) -> str:
+        for o in reversed(self.overrides):
+            if text in o:
+                return o[text]
+        return text
+
+    def store(self, ref: Ref, index: list[str], ctype: str) -> str:
+        """The lvalue to write element ``index`` of ``ref`` (a temporary inside an if-converted branch)."""
+        text = ref.at(index)
+        if not self.overrides:
+            return text
+        if ref.memory:
+            raise _Fallback(text)
+        cur = self.lv(text)
+        if text in self.overrides[-1]:
+            return cur
+        tmp = self.w.fresh("sel")
+        self.temps[-1].append((tmp, cur, ref.ctype))
+        self.overrides[-1][text] = tmp
+        return tmp
+
+    def load(self, ref: Ref, index: list[str]) -> str:
+        return self.lv(ref.at(index))
+
+    # -- control flow ---------------------------------------------------------------------------
+    def region(self, cfg: ControlFlowRegion, scope: Scope) -> None:
+        for b in _chain(cfg):
+            if isinstance(b, dace.SDFGState):
+                self.state(b, scope)
+            elif isinstance(b, ConditionalBlock):
+                self.conditional(b, scope)
+            elif isinstance(b, LoopRegion):
+                raise Unsupported(f"loop '{b.label}' inside the level loop")
+            elif isinstance(b, ControlFlowRegion):
+                self.region(b, scope)
+            else:
+                raise Unsupported(f"block '{b.label}' is a {type(b).__name__}")
+
+    def condition(self, code, scope: Scope) -> str:
+        tree = copy.deepcopy(code.code[0] if isinstance(code.code, list) else code.code)
+        names = dict(scope.syms)
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Name) and n.id in scope.data:
+                ref = scope.data[n.id]
+                if ref.lvalue is None and not isinstance(scope.sdfg.arrays[n.id], dt.Scalar):
+                    raise Unsupported(f"condition reads array '{n.id}'")
+                names[n.id] = f"({self.load(ref, [])})"
+        tree = _Rename(names, {}, scope).visit(tree)
+        return cppunparse.pyexpr2cpp(tree)
+
+    def conditional(self, block: ConditionalBlock, scope: Scope) -> None:
+        conds = [(None if c is None else self.condition(c, scope), br) for c, br in block.branches]
+        if self.if_convert:
+            mark = len(self.w.lines)
+            saved = self.w.depth
+            try:
+                self._select(conds, scope)
+                return
+            except _Fallback:
+                del self.w.lines[mark:]
+                self.w.depth = saved
+        for i, (c, br) in enumerate(conds):
+            head = "if" if i == 0 else "else if"
+            self.w(f"{head} ({c}) {{" if c is not None else "else {")
+            self.w.depth += 1
+            self.region(br, scope)
+            self.w.depth -= 1
+            self.w("}")
+
+    def _select(self, conds, scope: Scope) -> None:
+        """Every branch into temporaries, then ``lvalue = c0 ? t0 : (c1 ? t1 : lvalue)``."""
+        flags: list[str | None] = []
+        for c, _ in conds:
+            if c is None:
+                flags.append(None)
+                continue
+            f = self.w.fresh("c")
+            self.w(f"const bool {f} = {c};")
+            flags.append(f)
+        decl_at = len(self.w.lines)
+        picks: list[dict[str, str]] = []
+        all_temps = []
+        for _, br in conds:
+            self.overrides.append({})
+            self.temps.append([])
+            self.w("{")
+            self.w.depth += 1
+            try:
+                self.region(br, scope)
+            finally:
+                self.w.depth -= 1
+                picks.append(self.overrides.pop())
+                all_temps += self.temps.pop()
+            self.w("}")
+        pad = "    " * self.w.depth
+        self.w.lines[decl_at:decl_at] = [f"{pad}{t} {n} = {v};" for n, v, t in all_temps]
+        targets = list(dict.fromkeys(k for p in picks for k in p))
+        for text in targets:
+            dst = self.store_target(text)
+            value = self.lv(text)
+            for f, p in reversed(list(zip(flags, picks, strict=True))):
+                if text not in p:
+                    continue
+                value = p[text] if f is None else f"({f} ? {p[text]} : {value})"
+            self.w(f"{dst} = {value};")
+
+    def store_target(self, text: str) -> str:
+        """An lvalue written after an if-converted block (itself a temporary of an outer one)."""
+        if not self.overrides:
+            return text
+        if text in self.overrides[-1]:
+            return self.overrides[-1][text]
+        tmp = self.w.fresh("sel")
+        cur = self.lv(text)
+        # declared where the enclosing branch starts (its temps are hoisted there)
+        self.temps[-1].append((tmp, cur, "auto"))
+        self.overrides[-1][text] = tmp
+        return tmp
+
+    # -- dataflow -------------------------------------------------------------------------------
+    def state(self, st: dace.SDFGState, scope: Scope) -> None:
+        for n in dfs_topological_sort(st):
+            if isinstance(n, nodes.AccessNode):
+                desc = scope.sdfg.arrays[n.data]
+                if isinstance(desc, (dt.View, dt.Stream)) or type(desc) not in (dt.Scalar, dt.Array):
+                    raise Unsupported(f"container '{n.data}' is a {type(desc).__name__}")
+                for e in st.out_edges(n):
+                    if isinstance(e.dst, nodes.AccessNode):
+                        self.copy(st, e, scope)
+            elif isinstance(n, nodes.Tasklet):
+                self.tasklet(st, n, scope)
+            elif isinstance(n, nodes.NestedSDFG):
+                self.nested(st, n, scope)
+            else:
+                raise Unsupported(f"node '{n}' is a {type(n).__name__}")
+        for e in st.edges():
+            if e.data.wcr is not None:
+                raise Unsupported(f"memlet '{e.data}' has write-conflict resolution")
+
+    def copy(self, st, e, scope: Scope) -> None:
+        m = e.data
+        if m.data is None:
+            return
+        src, dst = scope.data[e.src.data], scope.data[e.dst.data]
+        ssub = m.get_src_subset(e, st) or subsets.Range.from_array(scope.sdfg.arrays[e.src.data])
+        dsub = m.get_dst_subset(e, st) or subsets.Range.from_array(scope.sdfg.arrays[e.dst.data])
+        if ssub is None or dsub is None or ssub.num_elements() != 1 or dsub.num_elements() != 1:
+            raise Unsupported(f"copy '{e.src.data}' -> '{e.dst.data}' moves more than one element")
+        value = self.load(src, scope.index(ssub))
+        self.w(f"{self.store(dst, scope.index(dsub), dst.ctype)} = {value};")
+
+    def tasklet(self, st, t: nodes.Tasklet, scope: Scope) -> None:
+        if t.language != dace.Language.Python:
+            raise Unsupported(f"tasklet '{t.label}' is not Python")
+        if t.code_global and t.code_global.as_string.strip():
+            raise Unsupported(f"tasklet '{t.label}' has global code")
+        ins, arrays, types = [], {}, {}
+        for e in st.in_edges(t):
+            if e.data.data is None:
+                continue
+            ref = scope.data[e.data.data]
+            dtype = scope.sdfg.arrays[e.data.data].dtype
+            if e.data.subset.num_elements() == 1:
+                ins.append(f"{dtype.ctype} {e.dst_conn} = {self.load(ref, scope.index(e.data.subset))};")
+                types[e.dst_conn] = dtype
+            else:
+                if ref.lvalue is not None:
+                    raise Unsupported(f"tasklet '{t.label}' reads a range of scalar '{e.data.data}'")
+                first = scope.index(e.data.subset)
+                view = Ref(ref.ctype, base=f"(&{ref.at(first)})", strides=ref.strides, memory=True)
+                arrays[e.dst_conn] = (view, scope)
+                types[e.dst_conn] = dace.pointer(dtype)
+        outs = []
+        for e in st.out_edges(t):
+            if e.data.data is None:
+                continue
+            if e.data.subset.num_elements() != 1:
+                raise Unsupported(f"tasklet '{t.label}' writes a range through '{e.src_conn}'")
+            ref = scope.data[e.data.data]
+            dtype = scope.sdfg.arrays[e.data.data].dtype
+            types[e.src_conn] = dtype
+            outs.append((e.src_conn, ref, scope.index(e.data.subset), dtype))
+        self.w("{")
+        self.w.depth += 1
+        for line in ins:
+            self.w(line)
+        locs = cppunparse.CPPLocals()
+        for conn, _, _, dtype in outs:
+            self.w(f"{dtype.ctype} {conn};")
+            locs.define(conn, 0, 0, dtype)
+        remover = DaCeKeywordRemover(scope.sdfg, {}, scope.sdfg.constants, None)
+        known = {**{s: dace.int64 for s in scope.syms}, **types}
+        for stmt in t.code.code:
+            stmt = remover.visit(copy.deepcopy(stmt))
+            stmt = _Rename({s: c for s, c in scope.syms.items() if s not in types}, arrays, scope).visit(stmt)
+            out = io.StringIO()
+            cppunparse.CPPUnparser(stmt, 0, locs, out, defined_symbols=dict(known))
+            text = out.getvalue().strip()
+            if self.if_convert and all(d == dace.float64 for d in types.values()):
+                text = _vector_math(text)
+            for line in text.splitlines():
+                self.w(line)
+        for conn, ref, index, dtype in outs:
+            self.w(f"{self.store(ref, index, dtype.ctype)} = {conn};")
+        self.w.depth -= 1
+        self.w("}")
+
+    def nested(self, st, ns: nodes.NestedSDFG, scope: Scope) -> None:
+        inner = ns.sdfg
+        pre = self.w.fresh("n") + "_"
+        syms = {}
+        self.w("{")
+        self.w.depth += 1
+        for s, v in ns.symbol_mapping.items():
+            syms[s] = f"{pre}{s}"
+            self.w(f"const auto {pre}{s} = {scope.expr(v)};")
+        for s in inner.free_symbols - set(syms):
+            raise Unsupported(f"nested SDFG '{ns.label}' uses symbol '{s}' outside its symbol mapping")
+        sub = Scope(inner, {}, syms)
+        for e in list(st.in_edges(ns)) + list(st.out_edges(ns)):
+            conn = e.dst_conn if e.dst is ns else e.src_conn
+            if e.data.data is None or conn is None or conn in sub.data:
+                continue
+            sub.data[conn] = self.bind(ref=scope.data[e.data.data], index=scope.index(e.data.subset),
+                                       desc=inner.arrays[conn], scope=sub, name=f"{ns.label}:{conn}")
+        for name, desc in inner.arrays.items():
+            if name in sub.data:
+                continue
+            if not desc.transient:
+                raise Unsupported(f"nested SDFG '{ns.label}' has an unconnected argument '{name}'")
+            sub.data[name] = self.local(pre + name, desc, sub)
+        self.region(inner, sub)
+        self.w.depth -= 1
+        self.w("}")
+
+    def bind(self, ref: Ref, index: list[str], desc, scope: Scope, name: str) -> Ref:
+        """The inner container of a nested SDFG connector, on the outer element at ``index``."""
+        if isinstance(desc, dt.Scalar) or (ref.lvalue is not None and desc.total_size == 1):
+            return Ref(desc.dtype.ctype, lvalue=ref.at(index), memory=ref.memory)
+        if ref.lvalue is not None:
+            raise Unsupported(f"'{name}' binds an array to a scalar")
+        if any(str(o) != "0" for o in desc.offset):
+            raise Unsupported(f"'{name}' has a non-zero offset")
+        return Ref(desc.dtype.ctype, base=f"(&{ref.at(index)})", strides=[scope.expr(s) for s in desc.strides],
+                   memory=True)
+
+    def local(self, cname: str, desc, scope: Scope) -> Ref:
+        """A per-cell transient: a scalar local, or a small array of constant size."""
+        if isinstance(desc, dt.Scalar) or (isinstance(desc, dt.Array) and desc.total_size == 1):
+            self.w(f"{desc.dtype.ctype} {cname};")
+            return Ref(desc.dtype.ctype, lvalue=cname)
+        if not isinstance(desc, dt.Array) or symbolic.issymbolic(desc.total_size):
+            raise Unsupported(f"transient '{cname}' is not a scalar or an array of constant size")
+        self.w(f"{desc.dtype.ctype} {cname}[{desc.total_size}];")
+        return Ref(desc.dtype.ctype, base=cname, strides=[scope.expr(s) for s in desc.strides], memory=True)
+
+
+__all__ = ["LANE", "LEVEL", "BodyWriter", "Ref", "Scope", "Unsupported", "Writer"]

@@ -1,0 +1,125 @@
+"""sdfg_scan inside gt4py's DaCe backend: optimization hooks for ``gt_auto_optimize``.
+
+Recipe (icon4py's ``make_custom_dace_backend`` passes the same ``optimization_args``)::
+
+    from sdfg_scan.gt4py import optimization_hooks
+    hooks = optimization_hooks(gpu=False, reproducibility="exact")
+    backend = make_dace_backend(gpu=False, optimization_args={"optimization_hooks": hooks})
+
+or ``sdfg_scan.gt4py.make_backend(gpu=False, reproducibility="exact")``, which builds the same backend
+through gt4py's current ``make_dace_toolchain(DaCeConfig(...), translation=partial(make_dace_translator,
+auto_optimize_args=...))``.
+
+Where each stage runs (``gt_auto_optimize`` of gt4py 1.2.3, hooks ``GT4PyAutoOptHook``):
+
+* ``TopLevelDataFlowPre`` (after the initial simplify and constant-symbol substitution, before the
+  top-level map fusion): ``sdfg_scan.optimize`` (lift every scan to a ``Scan`` node, canonicalise its
+  body, fuse/split/specialise, select). Lifting sees gt4py's lowering unchanged here (the scan is a
+  nested SDFG inside a 1-D map over the cells), and the self-copies the canonicalisers remove are gone
+  before gt4py's fusion decides what to fuse. gt4py's own scan passes (``ScanLoopUnrolling``, the
+  inner-map simplify, tasklet fusion inside the scan) no longer see inside a lifted scan: they only see
+  the opaque node (what it costs: ``scan_loop_unrolling=True`` has no effect on a lifted scan; what it
+  gains: gt4py's passes cannot undo the canonical form and the body is not re-simplified).
+* the last hook of the build, where the layout is final (``TopLevelDataFlowPost`` on CPU,
+  ``AfterToGPU`` on GPU, which gt4py only calls for GPU builds): every sdfg_scan node is re-selected
+  for the final layout and **expanded** to its chosen implementation. DaCe's
+  ``set_fast_implementations``, which ends ``gt_auto_optimize``, resets the ``implementation`` of every
+  library node (on GPU it forces ``pure`` on sequential-scheduled nodes, an implementation our nodes
+  do not have); an expanded node is a plain nested SDFG, so the choice survives.
+* ``reproducibility="exact"``: the program is compiled IEEE-strict (no FP contraction, no reciprocal
+  math): the hook attaches :class:`sdfg_scan.expansions.environments.ExactArithmetic` to a code node
+  of the SDFG, which DaCe adds to the whole program's compile flags, whether or not a scan was lifted.
+
+gt4py sets ``optimizer.match_exception=True`` while hooks run: a transformation that does not apply
+must refuse in ``can_be_applied`` (ours do); an exception in a hook aborts the build.
+
+The mapping is picklable (gt4py compiles in a process pool by default): ``reports`` collects the
+``OptimizeReport`` of every SDFG processed *in the process that ran the translation*; set
+``GT4PY_BUILD_JOBS_MODE=serial`` (or ``thread``) to see them in the calling process.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import dace
+
+from sdfg_scan.expansions import REPRODUCIBILITY
+from sdfg_scan.gt4py_stages import EXACT_ENV, ExpandStage, LiftStage, chain_after
+
+__all__ = ["EXACT_ENV", "OptimizationHooks", "make_backend", "optimization_hooks"]
+
+
+class OptimizationHooks(dict):
+    """``{GT4PyAutoOptHook: callable}`` for ``gt_auto_optimize``, plus ``reports`` (one per SDFG)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reports: list = []
+
+    def __reduce__(self):  # keep ``reports`` shared with the stages after a pickle round trip
+        return (_rebuild, (dict(self), self.reports))
+
+
+def _rebuild(items: dict, reports: list) -> OptimizationHooks:
+    hooks = OptimizationHooks(items)
+    hooks.reports = reports
+    return hooks
+
+
+def _hook_enum():
+    try:
+        from gt4py.next.program_processors.runners.dace.transformations import GT4PyAutoOptHook
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError("sdfg_scan.gt4py: gt4py is not installed; install the 'gt4py' extra "
+                          "(pip install 'sdfg_scan[gt4py]', Python >= 3.12)") from e
+    return GT4PyAutoOptHook
+
+
+def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
+                       existing: Mapping[Any, Callable[[dace.SDFG], None]] | None = None) -> OptimizationHooks:
+    """The ``optimization_hooks`` mapping for gt4py's ``gt_auto_optimize`` with sdfg_scan installed.
+
+    :param gpu: whether the backend builds for GPU (selects the final hook, ``AfterToGPU`` vs
+        ``TopLevelDataFlowPost``, and the expansion target).
+    :param reproducibility: weakest class an expansion may have (``exact``, ``replay``, ``approx``).
+    :param existing: hooks already given (e.g. icon4py's graupel hooks); gt4py allows one callable per
+        key, so ours run after theirs under the same key; none is dropped.
+    """
+    if reproducibility not in REPRODUCIBILITY:
+        raise ValueError(f"sdfg_scan.gt4py.optimization_hooks: reproducibility must be one of "
+                         f"{REPRODUCIBILITY}, got '{reproducibility}'")
+    hook = _hook_enum()
+    hooks = OptimizationHooks(dict(existing or {}))
+    target = "gpu" if gpu else "cpu"
+    stages: dict[Any, Callable[[dace.SDFG], None]] = {hook.TopLevelDataFlowPre: LiftStage(target, reproducibility, hooks.reports),
+              (hook.AfterToGPU if gpu else hook.TopLevelDataFlowPost): ExpandStage(target, reproducibility)}
+    for key, stage in stages.items():
+        if key in hooks and not isinstance(hooks[key], (LiftStage, ExpandStage)):
+            hooks[key] = chain_after(hooks[key], stage)
+        else:
+            hooks[key] = stage
+    return hooks
+
+
+def make_backend(gpu: bool = False, reproducibility: str = "exact", **kwargs: Any):
+    """gt4py's DaCe backend (``make_dace_toolchain``) with :func:`optimization_hooks` installed.
+
+    :param kwargs: ``DaCeConfig`` fields (``auto_optimize``, ``unstructured_horizontal_has_unit_stride``,
+        ...) and ``make_dace_translator`` keywords (``use_metrics``, ``async_sdfg_call``, ...);
+        ``auto_optimize_args`` are merged, their ``optimization_hooks`` chained before ours.
+    """
+    from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_backend
+    from gt4py.next.program_processors.runners.dace.workflow import factory as gtx_factory
+
+    cfg_fields = set(gtx_factory.DaCeConfig.__dataclass_fields__)
+    cfg_kw = {k: v for k, v in kwargs.items() if k in cfg_fields}
+    tr_kw = {k: v for k, v in kwargs.items() if k not in cfg_fields}
+    ao_args = dict(tr_kw.pop("auto_optimize_args", None) or {})
+    ao_args["optimization_hooks"] = optimization_hooks(gpu, reproducibility, ao_args.get("optimization_hooks"))
+    cfg = gtx_factory.DaCeConfig(gpu=gpu, **cfg_kw)
+    return gtx_backend.make_dace_toolchain(
+        cfg, name_postfix=f"_sdfg_scan_{reproducibility}",
+        translation=functools.partial(gtx_factory.make_dace_translator, auto_optimize_args=ao_args, **tr_kw))

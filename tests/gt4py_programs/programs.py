@@ -1,0 +1,183 @@
+"""gt4py programs with ``scan_operator``s (the shapes of icon4py's scans) and their NumPy reference loops.
+
+Each entry of :data:`PROGRAMS` is a :class:`Case`: the gt4py program, the names of its input and output
+fields (all ``Field[[Cell, K], float64]``) and a NumPy function that computes the outputs from the
+inputs with the same operations in the same order (so an IEEE-strict build matches it bit for bit).
+Only ``+ - * /`` and comparisons are used: no libm calls whose last bit could differ from NumPy's.
+
+Imported only where gt4py is installed (the gt4py venv, Python >= 3.12).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import gt4py.next as gtx
+import numpy as np
+
+Cell = gtx.Dimension("Cell")
+K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
+CK = gtx.Field[gtx.Dims[Cell, K], gtx.float64]
+
+
+# --- 1. cumulative sum (forward, scalar carry) -------------------------------------------------------
+@gtx.scan_operator(axis=K, forward=True, init=0.0)
+def _cumsum_scan(state: gtx.float64, x: gtx.float64) -> gtx.float64:
+    return state + x
+
+
+@gtx.field_operator
+def _cumsum(x: CK) -> CK:
+    return _cumsum_scan(x)
+
+
+@gtx.program
+def cumsum_k(x: CK, out: CK):
+    _cumsum(x, out=out)
+
+
+def cumsum_ref(x):
+    out = np.empty_like(x)
+    c = np.zeros(x.shape[0])
+    for k in range(x.shape[1]):
+        c = c + x[:, k]
+        out[:, k] = c
+    return (out,)
+
+
+# --- 2. backward scan, tuple carry with a delay line (x of the level below) ---------------------------
+@gtx.scan_operator(axis=K, forward=False, init=(0.0, 0.0))
+def _backward_scan(state: tuple[gtx.float64, gtx.float64], x: gtx.float64, w: gtx.float64
+                   ) -> tuple[gtx.float64, gtx.float64]:
+    return state[0] * w + x * state[1], x
+
+
+@gtx.field_operator
+def _backward(x: CK, w: CK) -> CK:
+    acc, _ = _backward_scan(x, w)
+    return acc
+
+
+@gtx.program
+def backward_delay(x: CK, w: CK, out: CK):
+    _backward(x, w, out=out)
+
+
+def backward_delay_ref(x, w):
+    out = np.empty_like(x)
+    acc = np.zeros(x.shape[0])
+    prev = np.zeros(x.shape[0])
+    for k in range(x.shape[1] - 1, -1, -1):
+        acc = acc * w[:, k] + x[:, k] * prev
+        prev = x[:, k]
+        out[:, k] = acc
+    return (out,)
+
+
+# --- 3. flag-gated two-species sedimentation (graupel's `_precip_and_t` shape) -------------------------
+@gtx.scan_operator(axis=K, forward=True, init=(0.0, 0.0, 0.0, False))
+def _precip_scan(state: tuple[gtx.float64, gtx.float64, gtx.float64, bool],
+                 qr: gtx.float64, qs: gtx.float64, rho: gtx.float64, dz: gtx.float64
+                 ) -> tuple[gtx.float64, gtx.float64, gtx.float64, bool]:
+    activated = state[3] | (qr + qs > 0.5)
+    r = (state[0] * 0.25 + qr * rho) / (rho + dz) if activated else qr
+    s = (state[1] * 0.5 + qs * rho) / (rho + 2.0 * dz) if activated else qs
+    flux = r * dz + s * (dz * 0.5) if activated else 0.0
+    return r, s, flux, activated
+
+
+@gtx.field_operator
+def _precip(qr: CK, qs: CK, rho: CK, dz: CK) -> tuple[CK, CK, CK]:
+    r, s, flux, _ = _precip_scan(qr, qs, rho, dz)
+    return r, s, flux
+
+
+@gtx.program
+def precip_gated(qr: CK, qs: CK, rho: CK, dz: CK, qr_out: CK, qs_out: CK, flux: CK):
+    _precip(qr, qs, rho, dz, out=(qr_out, qs_out, flux))
+
+
+def precip_gated_ref(qr, qs, rho, dz):
+    n, nk = qr.shape
+    r, s, act = np.zeros(n), np.zeros(n), np.zeros(n, dtype=bool)
+    outs = [np.empty_like(qr) for _ in range(3)]
+    for k in range(nk):
+        act = act | (qr[:, k] + qs[:, k] > 0.5)
+        r = np.where(act, (r * 0.25 + qr[:, k] * rho[:, k]) / (rho[:, k] + dz[:, k]), qr[:, k])
+        s = np.where(act, (s * 0.5 + qs[:, k] * rho[:, k]) / (rho[:, k] + 2.0 * dz[:, k]), qs[:, k])
+        f = np.where(act, r * dz[:, k] + s * (dz[:, k] * 0.5), 0.0)
+        outs[0][:, k], outs[1][:, k], outs[2][:, k] = r, s, f
+    return tuple(outs)
+
+
+# --- 4. the Thomas pair: forward sweep (tuple carry) + back substitution (backward) -------------------
+@gtx.scan_operator(axis=K, forward=True, init=(0.0, 0.0))
+def _sweep(state: tuple[gtx.float64, gtx.float64], a: gtx.float64, b: gtx.float64, c: gtx.float64,
+           d: gtx.float64) -> tuple[gtx.float64, gtx.float64]:
+    den = b - a * state[0]
+    return c / den, (d - a * state[1]) / den
+
+
+@gtx.scan_operator(axis=K, forward=False, init=0.0)
+def _back(state: gtx.float64, cp: gtx.float64, dp: gtx.float64) -> gtx.float64:
+    return dp - cp * state
+
+
+@gtx.field_operator
+def _thomas(a: CK, b: CK, c: CK, d: CK) -> CK:
+    cp, dp = _sweep(a, b, c, d)
+    return _back(cp, dp)
+
+
+@gtx.program
+def thomas_pair(a: CK, b: CK, c: CK, d: CK, x: CK):
+    _thomas(a, b, c, d, out=x)
+
+
+def thomas_pair_ref(a, b, c, d):
+    n, nk = a.shape
+    cp, dp = np.empty_like(a), np.empty_like(a)
+    cprev, dprev = np.zeros(n), np.zeros(n)
+    for k in range(nk):
+        den = b[:, k] - a[:, k] * cprev
+        cprev, dprev = c[:, k] / den, (d[:, k] - a[:, k] * dprev) / den
+        cp[:, k], dp[:, k] = cprev, dprev
+    x = np.empty_like(a)
+    xn = np.zeros(n)
+    for k in range(nk - 1, -1, -1):
+        xn = dp[:, k] - cp[:, k] * xn
+        x[:, k] = xn
+    return (x,)
+
+
+@dataclass(frozen=True)
+class Case:
+    program: object
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    reference: Callable
+    make_inputs: Callable[[np.random.Generator, int, int], dict[str, np.ndarray]]
+
+
+def _uniform(names, lo=0.0, hi=1.0):
+    return lambda rng, n, nk: {k: rng.uniform(lo, hi, (n, nk)) for k in names}
+
+
+def _precip_inputs(rng, n, nk):
+    return {"qr": rng.uniform(0, 0.6, (n, nk)), "qs": rng.uniform(0, 0.6, (n, nk)),
+            "rho": rng.uniform(0.5, 1.3, (n, nk)), "dz": rng.uniform(50.0, 400.0, (n, nk))}
+
+
+def _thomas_inputs(rng, n, nk):
+    a, c = rng.uniform(-1, 0, (n, nk)), rng.uniform(-1, 0, (n, nk))
+    return {"a": a, "b": 2.5 + rng.uniform(0, 1, (n, nk)), "c": c, "d": rng.uniform(-1, 1, (n, nk))}
+
+
+PROGRAMS: dict[str, Case] = {
+    "cumsum_k": Case(cumsum_k, ("x",), ("out",), cumsum_ref, _uniform(("x",))),
+    "backward_delay": Case(backward_delay, ("x", "w"), ("out",), backward_delay_ref, _uniform(("x", "w"))),
+    "precip_gated": Case(precip_gated, ("qr", "qs", "rho", "dz"), ("qr_out", "qs_out", "flux"),
+                         precip_gated_ref, _precip_inputs),
+    "thomas_pair": Case(thomas_pair, ("a", "b", "c", "d"), ("x",), thomas_pair_ref, _thomas_inputs),
+}

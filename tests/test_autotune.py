@@ -1,0 +1,156 @@
+"""sdfg_scan.autotune: times every eligible expansion, pins the fastest, and the persistent cache.
+
+One autotune run (a cell-contiguous CumulativeScan, 64 x 5: two exact expansions, two compiles) is
+shared by the module; the cache lives in a temporary ``SDFG_SCAN_CACHE``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import dace
+import numpy as np
+import pytest
+
+import sdfg_scan
+from sdfg_scan import tuning_cache
+from sdfg_scan.autotune import argument_symbols
+from sdfg_scan.harness import numpy_array, one_node_sdfg
+from sdfg_scan.nodes import CumulativeScan
+
+N, K = dace.symbol("N"), dace.symbol("K")
+F64 = dace.float64
+
+
+def cumsum_sdfg(layout: str, shape=(N, K)) -> dace.SDFG:
+    node = CumulativeScan("cumsum", op="sum", axis=1)
+    return one_node_sdfg(f"tune_cumsum_{layout}", node, {"_in": (list(shape), F64, True)},
+                         {"_out": (list(shape), F64, True)}, 1, layout)
+
+
+def only_node(sdfg: dace.SDFG):
+    (found,) = [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, CumulativeScan)]
+    return found
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """The autotuned SDFG, an untouched copy of it, the choices, the stderr lines and the caller's arrays."""
+    cache = tmp_path_factory.mktemp("tuning_cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SDFG_SCAN_CACHE", str(cache))
+        sdfg = cumsum_sdfg("cell")
+        fresh = copy.deepcopy(sdfg)
+        x = numpy_array(np.random.default_rng(0).random((64, 5)), 1, "cell")
+        y = numpy_array(np.zeros((64, 5)), 1, "cell")
+        lines: list[str] = []
+
+        class Progress:
+            def write(self, text):
+                lines.extend(t for t in text.splitlines() if t)
+
+        choices = sdfg_scan.autotune(sdfg, {"_in": x, "_out": y}, repeats=2, progress=Progress())
+        yield {"sdfg": sdfg, "fresh": fresh, "choices": choices, "lines": lines, "cache": cache, "y": y}
+
+
+def test_winner_pinned_and_returned(tuned):
+    (choice,) = tuned["choices"]
+    node, _ = only_node(tuned["sdfg"])
+    assert choice.cached and choice.implementation in ("sequential", "blocked")
+    assert node.implementation == node.selected == choice.implementation
+    assert "autotuned" in node.selection_reason and choice.cost > 0
+
+
+def test_cache_file_written_with_times(tuned):
+    path = tuned["cache"] / "autotune.json"
+    assert path.is_file()
+    (entry,) = json.loads(path.read_text()).values()
+    assert entry["implementation"] == tuned["choices"][0].implementation
+    assert entry["sizes"] == {"N": 64, "K": 5}
+    assert set(entry["times"]) == {"sequential", "blocked"}
+
+
+def test_replay_expansion_never_timed_under_exact(tuned):
+    """parallel_prefix is 'replay': below the floor 'exact', so it is neither compiled nor timed."""
+    (entry,) = json.loads((tuned["cache"] / "autotune.json").read_text()).values()
+    assert "parallel_prefix" not in entry["times"]
+    assert len(tuned["lines"]) == 2 and not any("parallel_prefix" in line for line in tuned["lines"])
+
+
+def test_caller_arrays_untouched(tuned):
+    assert not tuned["y"].any()
+
+
+def test_select_on_fresh_copy_hits_cache(tuned, monkeypatch):
+    monkeypatch.setenv("SDFG_SCAN_CACHE", str(tuned["cache"]))
+    (choice,) = sdfg_scan.select_expansions(copy.deepcopy(tuned["fresh"]), "cpu", "exact")
+    assert choice.cached and choice.implementation == tuned["choices"][0].implementation
+    assert "autotuned" in choice.reason and "cache" in choice.reason
+
+
+@pytest.mark.parametrize("other", ["k-layout", "shape", "target"])
+def test_cache_misses(tuned, monkeypatch, other):
+    """Other strides, another shape or another target are other keys: the cost model chooses."""
+    monkeypatch.setenv("SDFG_SCAN_CACHE", str(tuned["cache"]))
+    if other == "target":
+        node, state = only_node(tuned["fresh"])
+        assert tuning_cache.lookup(tuning_cache.node_key(node, state, "gpu")) is None
+        assert tuning_cache.lookup(tuning_cache.node_key(node, state, "cpu")) is not None
+        return
+    sdfg = cumsum_sdfg("k") if other == "k-layout" else cumsum_sdfg("cell", shape=(64, 5))
+    (choice,) = sdfg_scan.select_expansions(sdfg, "cpu", "exact")
+    assert not choice.cached and "estimated cost" in choice.reason
+
+
+def test_empty_cache_dir_from_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("SDFG_SCAN_CACHE", str(tmp_path / "elsewhere"))
+    assert tuning_cache.cache_file() == tmp_path / "elsewhere" / "autotune.json"
+    (choice,) = sdfg_scan.select_expansions(cumsum_sdfg("cell"), "cpu", "exact")
+    assert not choice.cached
+
+
+def test_argument_symbols_from_shapes_and_scalars():
+    sdfg = cumsum_sdfg("cell")
+    x = np.zeros((7, 3))
+    assert argument_symbols(sdfg, {"_in": x, "_out": x}) == {"N": 7, "K": 3}
+    assert argument_symbols(sdfg, {"_in": x, "N": 7}) == {"N": 7, "K": 3}
+
+
+@pytest.mark.parametrize("kwargs, match", [({"reproducibility": "bitwise"}, "reproducibility must be one of"),
+                                           ({"target": "tpu"}, "target must be one of"),
+                                           ({"repeats": 0}, "repeats must be >= 1")])
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=f"sdfg_scan.autotune: {match}"):
+        sdfg_scan.autotune(cumsum_sdfg("cell"), {}, **kwargs)
+
+
+def test_wrong_target_names_the_node():
+    with pytest.raises(ValueError, match="cumsum.*autotune for target 'gpu'"):
+        sdfg_scan.autotune(cumsum_sdfg("cell"), {"_in": np.zeros((4, 3)), "_out": np.zeros((4, 3))}, target="gpu")
+
+
+def _linrec_body(c, x, k):
+    (y,) = c
+    return (x[0] * y + x[1],), ()
+
+
+def _scan_program(name: str) -> dace.SDFG:
+    def prog(a, b, y0, out):
+        out[:] = sdfg_scan.scan(_linrec_body, (y0,), (a, b), axis=1)
+
+    prog.__annotations__ = dict(a=F64[N, K], b=F64[N, K], y0=F64[N], out=F64[N, K])
+    sdfg = dace.program(prog).to_sdfg(simplify=True)
+    sdfg.name = name
+    return sdfg
+
+
+def test_scan_key_ignores_guids():
+    """A Scan's key hashes its body without DaCe's random guids: the same program built twice (as in two
+    processes) has one key, so a later run finds the autotuned winner."""
+    keys = []
+    for name in ("tune_scan_a", "tune_scan_b"):
+        sdfg = _scan_program(name)
+        (node, state), = [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, sdfg_scan.Scan)]
+        keys.append(tuning_cache.node_key(node, state, "cpu"))
+    assert keys[0] == keys[1]

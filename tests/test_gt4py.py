@@ -1,0 +1,180 @@
+"""sdfg_scan inside gt4py's DaCe backend (``sdfg_scan.gt4py``), on gt4py programs with ``scan_operator``s.
+
+Runs in the gt4py venv (``make test-gt4py``: Python >= 3.12, ``pip install -e '.[test,gt4py]'``); in the main
+venv (no gt4py) the module skips. Every program is compiled once per backend (gt4py caches the compiled
+program; sizes and strides are runtime symbols) and called on both layouts, down to 1 cell x 1 level:
+
+* ``exact``: ``sdfg_scan.gt4py.make_backend(reproducibility="exact")``; must equal the NumPy reference
+  loop bit for bit, and stock gt4py built with the same IEEE-strict host flags;
+* ``stock_strict``: gt4py's ``run_dace_cpu`` toolchain with ``CXXFLAGS`` = gt4py's flags + the strict ones;
+* ``stock``: gt4py's defaults (``-O3 -march=native``, FP contraction allowed): equal to rounding.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("GT4PY_BUILD_JOBS_MODE", "serial")  # read at gt4py import: translate in this process
+gtx = pytest.importorskip("gt4py.next", reason="gt4py is not installed here: the gt4py tests run in the gt4py "
+                          "venv (`make test-gt4py`, Python >= 3.12)")
+
+from gt4py.next.program_processors.runners.dace.transformations import GT4PyAutoOptHook as Hook  # noqa: E402
+from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_backend  # noqa: E402
+from gt4py.next.program_processors.runners.dace.workflow import factory as gtx_factory  # noqa: E402
+from gt4py_programs.programs import PROGRAMS, Cell, K  # noqa: E402
+
+import sdfg_scan.gt4py as sg  # noqa: E402
+from sdfg_scan.expansions.environments import ExactArithmetic  # noqa: E402
+from sdfg_scan.nodes.base import ColumnNode  # noqa: E402
+
+GT4PY_CXXFLAGS = "-fPIC -O3 -march=native -Wall -Wextra -Wno-unused-parameter -Wno-unused-label"
+STRICT_CXXFLAGS = " ".join([GT4PY_CXXFLAGS, *ExactArithmetic.cmake_compile_flags])
+SHAPES = [(5, 7, "C"), (6, 9, "F"), (1, 1, "C"), (3, 1, "F"), (1, 4, "F"), (4, 2, "C")]
+SHAPE_IDS = [f"{n}x{k}{o}" for n, k, o in SHAPES]
+
+
+@contextlib.contextmanager
+def _cxxflags(flags: str | None):
+    """gt4py reads ``CXXFLAGS`` when it builds (and fingerprints) a program: scope it to one backend."""
+    old = os.environ.get("CXXFLAGS")
+    if flags is not None:
+        os.environ["CXXFLAGS"] = flags
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("CXXFLAGS", None)
+        else:
+            os.environ["CXXFLAGS"] = old
+
+
+def _backends():
+    with _cxxflags(STRICT_CXXFLAGS):
+        strict = gtx_backend.make_dace_toolchain(gtx_factory.DaCeConfig(), name_postfix="_strict")
+    return {
+        "stock": (gtx_backend.make_dace_toolchain(gtx_factory.DaCeConfig(), name_postfix="_stock"), None),
+        "stock_strict": (strict, STRICT_CXXFLAGS),
+        "exact": (sg.make_backend(gpu=False, reproducibility="exact"), None),
+    }
+
+
+BACKENDS = _backends()
+_RESULTS: dict[tuple, tuple[dict, tuple]] = {}
+
+
+def _run(program: str, backend: str, shape: tuple[int, int, str]) -> tuple[dict, tuple]:
+    """(outputs, NumPy reference) of ``program`` on ``backend`` at ``shape`` (seeded inputs; memoised)."""
+    key = (program, backend, shape)
+    if key not in _RESULTS:
+        case = PROGRAMS[program]
+        n, nk, order = shape
+        ins = {k: np.asarray(v, order=order) for k, v in case.make_inputs(np.random.default_rng(7), n, nk).items()}
+        fields = {k: gtx.as_field([Cell, K], v, allocator=np) for k, v in ins.items()}
+        outs = {k: gtx.as_field([Cell, K], np.full((n, nk), np.nan, order=order), allocator=np)
+                for k in case.outputs}
+        be, flags = BACKENDS[backend]
+        with _cxxflags(flags):
+            case.program.with_backend(be)(**fields, **outs, offset_provider={})
+        ref = case.reference(*(ins[k] for k in case.inputs))
+        _RESULTS[key] = ({k: v.asnumpy() for k, v in outs.items()}, ref)
+    return _RESULTS[key]
+
+
+def _bitwise(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and np.array_equal(a.view(np.uint64), b.view(np.uint64))
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=SHAPE_IDS)
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_exact_hooks_bitwise_equal_numpy_and_strict_stock(program, shape):
+    got, ref = _run(program, "exact", shape)
+    strict, _ = _run(program, "stock_strict", shape)
+    for name, want in zip(PROGRAMS[program].outputs, ref, strict=True):
+        assert _bitwise(got[name], want), f"'{name}' vs NumPy: max abs diff {np.nanmax(np.abs(got[name] - want))}"
+        assert _bitwise(got[name], strict[name]), f"'{name}' vs stock gt4py with IEEE-strict flags"
+
+
+@pytest.mark.parametrize("shape", SHAPES[:2], ids=SHAPE_IDS[:2])
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_exact_hooks_agree_with_stock_default_flags(program, shape):
+    got, _ = _run(program, "exact", shape)
+    stock, _ = _run(program, "stock", shape)
+    for name in PROGRAMS[program].outputs:
+        np.testing.assert_allclose(got[name], stock[name], rtol=1e-13, atol=1e-15)
+
+
+def _translate(program: str, hooks) -> object:
+    translator = gtx_factory.make_dace_translator(gtx_factory.DaCeConfig(),
+                                                  auto_optimize_args={"optimization_hooks": hooks})
+    return translator.generate_sdfg(PROGRAMS[program].program.gtir, {}, K)
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_hooks_lift_every_scan_and_the_choice_survives_auto_optimize(program):
+    """Every scan is lifted at ``TopLevelDataFlowPre``; after ``gt_auto_optimize`` (which ends with DaCe's
+    ``set_fast_implementations``) no sdfg_scan node is left to be reset: they were expanded in the last hook,
+    and the exact class pinned the program's host flags."""
+    hooks = sg.optimization_hooks(gpu=False, reproducibility="exact")
+    sdfg = _translate(program, hooks)
+    assert len(hooks.reports) == 1 and hooks.reports[0].scans_lifted >= 1, hooks.reports[0].table()
+    assert not [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, ColumnNode)]
+    assert any(sg.EXACT_ENV in getattr(n, "environments", ()) for n, _ in sdfg.all_nodes_recursive())
+    sdfg.validate()
+
+
+def test_set_fast_implementations_would_reset_an_unexpanded_choice():
+    """Why the last hook expands: DaCe's ``set_fast_implementations`` on GPU forces ``pure`` on
+    sequential-scheduled library nodes, an implementation sdfg_scan nodes do not have."""
+    import dace
+    from dace.transformation.auto.auto_optimize import set_fast_implementations
+
+    hooks = {Hook.TopLevelDataFlowPre: sg.optimization_hooks()[Hook.TopLevelDataFlowPre]}
+    sdfg = _translate("cumsum_k", hooks)   # lifted, never expanded (no last stage)
+    nodes = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, ColumnNode)]
+    assert nodes
+    for n in nodes:
+        n.schedule = dace.ScheduleType.Sequential
+    set_fast_implementations(sdfg, dace.DeviceType.GPU)
+    assert all(n.implementation == "pure" and "pure" not in n.implementations for n in nodes)
+
+
+def test_existing_hooks_are_chained_not_dropped_and_pickle():
+    calls: list[str] = []
+    existing = {Hook.TopLevelDataFlowPre: _Record("pre", calls), Hook.TopLevelDataFlowStep: _Record("step", calls),
+                Hook.TopLevelDataFlowPost: _Record("post", calls)}
+    hooks = sg.optimization_hooks(existing=existing)
+    assert set(hooks) == {Hook.TopLevelDataFlowPre, Hook.TopLevelDataFlowStep, Hook.TopLevelDataFlowPost}
+    assert hooks[Hook.TopLevelDataFlowStep] is existing[Hook.TopLevelDataFlowStep]
+    again = pickle.loads(pickle.dumps(hooks))
+    assert again.reports is not None and set(again) == set(hooks)
+    _translate("cumsum_k", hooks)
+    assert calls[0] == "pre" and calls[-1] == "post" and len(hooks.reports) == 1
+    gpu = sg.optimization_hooks(gpu=True, existing=existing)
+    assert Hook.AfterToGPU in gpu and gpu[Hook.TopLevelDataFlowPost] is existing[Hook.TopLevelDataFlowPost]
+    with pytest.raises(ValueError, match="reproducibility must be one of"):
+        sg.optimization_hooks(reproducibility="fast")
+
+
+class _Record:
+    def __init__(self, name: str, calls: list[str]) -> None:
+        self.name, self.calls = name, calls
+
+    def __call__(self, sdfg) -> None:
+        self.calls.append(self.name)
+
+
+def test_deprecated_make_dace_backend_path():
+    """icon4py 0.4.1's ``make_custom_dace_backend`` path: ``make_dace_backend(optimization_args=...)``."""
+    with pytest.warns(DeprecationWarning):
+        be = gtx_backend.make_dace_backend(gpu=False, optimization_args={
+            "optimization_hooks": sg.optimization_hooks(gpu=False, reproducibility="exact")})
+    case = PROGRAMS["cumsum_k"]
+    x = np.asfortranarray(np.random.default_rng(3).uniform(0, 1, (4, 6)))
+    out = gtx.as_field([Cell, K], np.zeros_like(x), allocator=np)
+    case.program.with_backend(be)(gtx.as_field([Cell, K], x, allocator=np), out, offset_provider={})
+    assert _bitwise(out.asnumpy(), case.reference(x)[0])

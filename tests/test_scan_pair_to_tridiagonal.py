@@ -1,0 +1,136 @@
+"""ScanPairToTridiagonal: Thomas' two scans (icon4py's dycore pair, hand-built pairs) -> one TridiagonalSolve.
+
+Differential: the program before and after, compiled with the same flags (DaCe's defaults plus
+ExactArithmetic's, ``icon4py_fixtures.compile_once``), bitwise where the transformation claims it,
+within 1e-12 relative for the ``exact=False`` forms. Refusals leave the SDFG unchanged (JSON compare).
+"""
+
+from __future__ import annotations
+
+import json
+
+import icon4py_fixtures as fx
+import numpy as np
+import pytest
+import tridiagonal_pairs as tp
+
+from sdfg_scan.nodes.scan import Scan
+from sdfg_scan.nodes.tridiagonal_solve import TridiagonalSolve
+from sdfg_scan.transformations import LiftScans, ScanPairToTridiagonal
+
+
+def lifted(sdfg):
+    assert sdfg.apply_transformations_repeated(LiftScans) == 2
+    return sdfg
+
+
+def snapshot(sdfg) -> str:
+    return json.dumps(sdfg.to_json(), sort_keys=True, default=str)
+
+
+def assert_refused(sdfg, exact: bool = True) -> None:
+    before = snapshot(sdfg)
+    assert sdfg.apply_transformations_repeated(ScanPairToTridiagonal, options={"exact": exact}) == 0
+    assert snapshot(sdfg) == before
+
+
+def converted(sdfg, exact: bool = True):
+    assert sdfg.apply_transformations_repeated(ScanPairToTridiagonal, options={"exact": exact}) == 1
+    sdfg.validate()
+    assert not any(isinstance(n, Scan) for n, _ in sdfg.all_nodes_recursive())
+    (node,) = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, TridiagonalSolve)]
+    return node
+
+
+def assert_close(ref: dict, got: dict, bitwise: bool) -> None:
+    if bitwise:
+        fx.assert_bitwise_equal(ref, got)
+        return
+    for k in ref:
+        np.testing.assert_allclose(got[k], ref[k], rtol=1e-12, atol=0, err_msg=k)
+
+
+# ------------------------------------------------------------------------------------------------
+# icon4py's dycore pair: the two fixtures composed into one program
+# ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def dycore():
+    fx.require()
+    sdfg = lifted(tp.composed_dycore())
+    node = converted(sdfg)
+    assert node.axis == 1 and set(node.in_connectors) == {"a", "b", "c", "d"}
+    assert "z_q" not in sdfg.arrays  # the intermediate c' is gone
+    return sdfg
+
+
+@pytest.mark.parametrize("ncells,nlev", [(23, 65), (7, 2), (5, 3)])
+def test_dycore_bitwise(dycore, ncells, nlev):
+    orig = tp.composed_dycore()
+    kw = fx.inputs(tp.FWD, orig, ncells=ncells, nlev=nlev)
+    ref = fx.run("dycore-pair-original", orig, kw)
+    got = fx.run("dycore-pair-tridiagonal", dycore, kw)
+    fx.assert_bitwise_equal(ref, got)
+    assert np.isfinite(ref["w"]).all()
+
+
+def test_dycore_refuses_observable_z_q():
+    fx.require()
+    assert_refused(lifted(tp.composed_dycore(z_q_argument=True)))
+
+
+def test_dycore_refuses_single_scans():
+    fx.require()
+    for form in (tp.FWD, tp.BACK):
+        sdfg = fx.load(form)
+        assert sdfg.apply_transformations_repeated(LiftScans) == 1
+        assert_refused(sdfg, exact=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# hand-built pairs: both layouts, both elimination directions, exact and algebraic forms
+# ------------------------------------------------------------------------------------------------
+CASES = {  # id: (pair options, exact option, bitwise)
+    "icon-cell": (dict(layout="cell", elimination="icon"), True, True),
+    "icon-k": (dict(layout="k", elimination="icon"), True, True),
+    "textbook-k": (dict(layout="k", elimination="textbook"), True, True),
+    "divide-cell": (dict(layout="cell", elimination="divide"), False, False),
+    "backward-cell": (dict(layout="cell", elimination="icon", backward=True), False, False),
+    "backward-k": (dict(layout="k", elimination="textbook", backward=True), False, False),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_hand_pair(case):
+    opts, exact, bitwise = CASES[case]
+    sdfg = lifted(tp.pair(**opts))
+    node = converted(sdfg, exact=exact)
+    assert node.axis == 1
+    for ncells, nlev in [(9, 1), (9, 2), (37, 40)]:
+        kw = tp.pair_inputs(ncells, nlev, opts["layout"], seed=nlev)
+        ref = fx.run(f"pair-{case}-original", tp.pair(**opts), kw)
+        got = fx.run(f"pair-{case}-tridiagonal", sdfg, kw)
+        assert_close(ref, got, bitwise)
+
+
+@pytest.mark.parametrize("opts", [dict(elimination="divide"), dict(backward=True)], ids=["divide", "backward"])
+def test_exact_refuses_other_arithmetic(opts):
+    assert_refused(lifted(tp.pair(**opts)), exact=True)
+
+
+@pytest.mark.parametrize("opts", [
+    dict(elimination="other"),  # a different recurrence: d' = (d + a d'[k-1]) / ...
+    dict(back_reads="c"),       # the back substitution reads another c'
+    dict(back_sign=1),          # ... reads z_q = -c' as if it were c'
+    dict(cp_argument=True),     # the intermediate c' is a program output
+], ids=["other-recurrence", "other-cp", "sign-mismatch", "cp-observable"])
+@pytest.mark.parametrize("exact", [True, False])
+def test_refuses(opts, exact):
+    assert_refused(lifted(tp.pair(**opts)), exact=exact)
+
+
+def test_refuses_extra_reader_of_intermediate():
+    sdfg = lifted(tp.pair())
+    state = sdfg.start_state
+    cp = next(n for n in state.data_nodes() if n.data == "cp")
+    state.add_edge(cp, None, state.add_write("d"), None, state.sdfg.make_array_memlet("cp"))
+    assert_refused(sdfg)

@@ -1,0 +1,220 @@
+"""``LiftCellMap``: give a lifted scan the map over cells around it (``columns="single"`` -> ``"cells"``)."""
+
+from __future__ import annotations
+
+import copy
+
+import dace
+from dace import dtypes, properties
+from dace.sdfg import nodes
+from dace.sdfg import utils as sdutil
+from dace.sdfg.propagation import propagate_subset
+from dace.transformation import transformation as xf
+
+from sdfg_scan.nodes.scan import Scan
+from sdfg_scan.scan_structure import NotAScan, analyze_scan
+
+SCHEDULES = (dtypes.ScheduleType.Default, dtypes.ScheduleType.CPU_Multicore, dtypes.ScheduleType.Sequential)
+
+
+@properties.make_properties
+class LiftCellMap(xf.SingleStateTransformation):
+    """Move the map over cells that holds a lifted ``Scan`` into the node, which then owns the cell loop.
+
+    An expansion replaces only its node, so a scan that stays inside gt4py's map over cells can only
+    ever run one column per map iteration. With the map inside the node, every schedule over cells
+    (per column, levels outside, cell-blocked) is an expansion the selection layer chooses::
+
+        map i in R:                                    Scan[columns='cells', cell_params=[i],
+          t = <const> -> s                                  cell_ranges=[R], cell_subsets={c: S_c(i)}]
+          Scan[columns='single'](s -> init, ...)          body: entry state writes <const> to the carry
+            memlets S_c(i)                                edges: S_c propagated over R
+
+    The constant init tasklets gt4py puts in the map (``__tlet_out = 0.0`` -> scalar -> init
+    connector) become constant inits in the body's entry state. The ``sequential`` expansion rebuilds
+    exactly this map and these memlets around the body, so the result is bitwise the original.
+
+    Legality checks (``can_be_applied``; a refusal changes nothing):
+
+    - ``_scope``: the node is a ``columns="single"`` Scan directly inside a map with a CPU or default
+      schedule; the scope holds only the Scan and constant tasklets (inputs: none) writing transient
+      scalars read only by the Scan, at an init connector that the body only copies into its carry;
+    - every edge in and out of the map scope connects an access node to the Scan (no ordering edges,
+      no write-conflict resolution), one memlet path per connector.
+    """
+
+    scan = xf.PatternNode(Scan)
+
+    @classmethod
+    def expressions(cls):
+        return [sdutil.node_path_graph(cls.scan)]
+
+    def can_be_applied(self, graph, expr_index, sdfg, permissive=False):
+        return _scope(graph, self.scan) is not None
+
+    def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG):
+        node = self.scan
+        found = _scope(graph, node)
+        if found is None:
+            raise ValueError(f"sdfg_scan.LiftCellMap: Scan '{node.label}' cannot take its map; "
+                             "call can_be_applied first")
+        me, inits = found
+        mx = graph.exit_node(me)
+        params, rng = list(me.map.params), me.map.range
+        paths = {}
+        for e in graph.in_edges(node):
+            if e.dst_conn in inits:
+                continue
+            paths[e.dst_conn] = (graph.memlet_path(e)[0].src, copy.deepcopy(e.data), True)
+        for e in graph.out_edges(node):
+            paths[e.src_conn] = (graph.memlet_path(e)[-1].dst, copy.deepcopy(e.data), False)
+        for conn, (tasklet, carry) in inits.items():
+            if carry is None:
+                _constant_input(node, conn, tasklet)
+            else:
+                _constant_init(node, conn, tasklet, carry)
+        scope = [n for n in graph.scope_subgraph(me, include_entry=False, include_exit=False).nodes() if n is not node]
+        locals_ = {n.data for n in scope if isinstance(n, nodes.AccessNode)}
+        for n in scope + [me, mx]:
+            graph.remove_node(n)
+        node.columns = "cells"
+        node.cell_params = params
+        node.cell_ranges = [_range_text(r) for r in rng]
+        node.cell_subsets = {c: str(m.subset) for c, (_, m, _) in paths.items()}
+        node.schedule = me.map.schedule if me.map.schedule != dtypes.ScheduleType.Sequential else node.schedule
+        for conn, (access, memlet, is_input) in paths.items():
+            desc = sdfg.arrays[memlet.data]
+            outer = propagate_subset([memlet], desc, params, rng)
+            if is_input:
+                graph.add_edge(access, None, node, conn, dace.Memlet(data=memlet.data, subset=outer.subset))
+            else:
+                graph.add_edge(node, conn, access, None, dace.Memlet(data=memlet.data, subset=outer.subset))
+        for name in locals_:
+            if not any(n.data == name for st in sdfg.all_states() for n in st.data_nodes()):
+                sdfg.remove_data(name, validate=False)
+        return node
+
+
+def _range_text(r) -> str:
+    """A map dimension as ``begin:end[:step]``, end exclusive (Python / ``Range.from_string`` form)."""
+    b, e, s = r
+    return f"{b}:{dace.symbolic.symstr(e + 1)}" + ("" if str(s) == "1" else f":{s}")
+
+
+def _scope(state: dace.SDFGState, node: Scan):
+    """``(map entry, {init connector: (tasklet, carry)})`` when the map can move into ``node``, else None."""
+    if node.columns != "single" or node.body is None:
+        return None
+    me = state.entry_node(node)
+    if not isinstance(me, nodes.MapEntry) or me.map.schedule not in SCHEDULES:
+        return None
+    mx = state.exit_node(me)
+    try:
+        s = analyze_scan(node.body, prologue=True)
+    except NotAScan:
+        return None
+    init_of = {c.init: c.name for c in s.carries.values() if c.init is not None}
+    inits = {}
+    for n in state.scope_subgraph(me, include_entry=False, include_exit=False).nodes():
+        if n is node:
+            continue
+        if isinstance(n, nodes.Tasklet):
+            found = _init_tasklet(state, node, n, init_of)
+            if found is None:
+                return None
+            inits[found[0]] = (n, found[1])
+        elif not isinstance(n, nodes.AccessNode) or not state.sdfg.arrays[n.data].transient:
+            return None
+    for n in state.scope_subgraph(me, include_entry=False, include_exit=False).nodes():
+        if isinstance(n, nodes.AccessNode) and not any(t[0] in state.predecessors(n) for t in inits.values()):
+            return None
+    for e in state.in_edges(me):
+        if not isinstance(e.src, nodes.AccessNode) or e.data.data is None:
+            return None
+    for e in state.out_edges(mx):
+        if not isinstance(e.dst, nodes.AccessNode) or e.data.data is None:
+            return None
+    if any(e.src is not node for e in state.in_edges(mx)):
+        return None
+    edges = list(state.scope_subgraph(me).edges()) + list(state.out_edges(mx)) + list(state.in_edges(me))
+    if any(e.data.wcr is not None for e in edges):
+        return None
+    for e in state.in_edges(node):
+        if e.dst_conn in inits:
+            continue
+        path = state.memlet_path(e)
+        if len(path) != 2 or path[0].src not in state.predecessors(me) or e.data.data is None:
+            return None
+    for e in state.out_edges(node):
+        path = state.memlet_path(e)
+        if len(path) != 2 or e.data.data is None or e.data.wcr is not None:
+            return None
+    conns = [e.dst_conn for e in state.in_edges(node)] + [e.src_conn for e in state.out_edges(node)]
+    if len(conns) != len(set(conns)) or set(conns) != set(node.in_connectors) | set(node.out_connectors):
+        return None
+    return me, inits
+
+
+def _init_tasklet(state, node, t: nodes.Tasklet, init_of: dict) -> tuple[str, str | None] | None:
+    """``(connector, carry)`` if ``t`` is a constant tasklet -> transient scalar -> ``node``'s init connector
+    that the body only copies into its carry."""
+    if any(not e.data.is_empty() for e in state.in_edges(t)) or len(t.out_connectors) != 1:
+        return None
+    if len(state.out_edges(t)) != 1:
+        return None
+    a = state.out_edges(t)[0].dst
+    if not isinstance(a, nodes.AccessNode) or not isinstance(state.sdfg.arrays[a.data], dace.data.Scalar):
+        return None
+    outs = state.out_edges(a)
+    if len(outs) != 1 or outs[0].dst is not node or state.in_degree(a) != 1:
+        return None
+    conn = outs[0].dst_conn
+    if conn not in init_of:   # a read-only scalar input (gt4py: dt, flags): a constant in the body's entry
+        desc = node.body.arrays.get(conn)
+        if isinstance(desc, dace.data.Scalar) and not desc.transient and conn not in node.out_connectors:
+            return conn, None
+        return None
+    uses = [st for st in node.body.all_states() for n in st.data_nodes() if n.data == conn]
+    if len(uses) != 1:
+        return None
+    return conn, init_of[conn]
+
+
+def _constant_input(node: Scan, conn: str, tasklet: nodes.Tasklet) -> None:
+    """Make the read-only scalar input ``conn`` a body transient that ``tasklet`` writes in the first entry
+    state (a new one if the body has none); drop ``conn``."""
+    body = node.body
+    s = analyze_scan(body, prologue=True)
+    if s.entry_states:
+        st = s.entry_states[0]
+    else:
+        old = body.start_block
+        st = body.add_state(f"{conn}_constant", is_start_block=True)
+        body.add_edge(st, old, dace.InterstateEdge())
+    body.arrays[conn].transient = True
+    t = copy.deepcopy(tasklet)
+    st.add_node(t)
+    st.add_edge(t, next(iter(t.out_connectors)), st.add_write(conn), None, dace.Memlet(data=conn, subset="0"))
+    node.remove_in_connector(conn)
+
+
+def _constant_init(node: Scan, conn: str, tasklet: nodes.Tasklet, carry: str) -> None:
+    """Replace the body's ``conn -> carry`` copy by ``tasklet`` writing the carry; drop ``conn``."""
+    body = node.body
+    for st in body.all_states():
+        for n in list(st.data_nodes()):
+            if n.data != conn:
+                continue
+            for e in list(st.out_edges(n)):
+                dst = e.dst
+                st.remove_edge(e)
+                t = copy.deepcopy(tasklet)
+                st.add_node(t)
+                out = next(iter(t.out_connectors))
+                st.add_edge(t, out, dst, None, dace.Memlet(data=carry, subset="0"))
+            st.remove_node(n)
+    body.remove_data(conn, validate=False)
+    node.remove_in_connector(conn)
+
+
+__all__ = ["LiftCellMap"]

@@ -1,0 +1,244 @@
+"""``ScanPairToTridiagonal``: a Thomas forward sweep + back substitution (two lifted scans) -> one ``TridiagonalSolve``."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import dace
+from dace import properties, subsets
+from dace.sdfg import nodes
+from dace.sdfg import utils as sdutil
+from dace.transformation import transformation as xf
+
+from sdfg_scan.nodes.scan import Scan
+from sdfg_scan.nodes.tridiagonal_solve import TridiagonalSolve
+from sdfg_scan.scan_structure import NotAScan
+from sdfg_scan.transformations.scan_pair_to_tridiagonal_algebra import (
+    Refuse,
+    back_form,
+    leaves,
+    same_arithmetic,
+    same_value,
+    thomas_forms,
+)
+from sdfg_scan.transformations.scan_pair_to_tridiagonal_outer import (
+    Column,
+    column_of,
+    intermediate_ok,
+    outer_index,
+    same,
+    window,
+)
+
+_ROLES = ("a", "b", "c", "d")
+
+
+@dataclass
+class _Plan:
+    removable: list
+    drop_data: list
+    sources: dict  # role -> (access node, window)
+    dst: nodes.AccessNode
+    out_window: subsets.Range
+    axis: int
+    exact: bool
+    swap: bool = False
+    notes: list = field(default_factory=list)
+
+
+@properties.make_properties
+class ScanPairToTridiagonal(xf.SingleStateTransformation):
+    """Replace the two scans of a Thomas solve (elimination, then back substitution) by one ``TridiagonalSolve``.
+
+    Matched pattern (recognised by the values computed, names play no role): two lifted
+    ``columns="single"`` :class:`sdfg_scan.Scan` nodes in one state, each alone in a one-parameter map
+    over the same cells and the same level range, in opposite directions, connected only through two
+    intermediate access nodes::
+
+        map i: E = Scan(dir)(a, b, c, d -> U, V)      # elimination, carries u, v (init 0)
+            u = s * c / (b - a * s*u[k-1])              # u holds s*c' (s = +1 or -1: icon4py's z_q = -c')
+            v = (d - a * v[k-1]) / (b - a * s*u[k-1])   # v holds d'
+        map i: B = Scan(-dir)(U, V -> X)               # back substitution, carry x (init 0)
+            x = V - s*U * x[k-+1]
+                                       ->     TridiagonalSolve(axis=K)(a, b, c, d -> X)
+
+    Each carry update and output is interpreted symbolically (tasklets traced back to the inputs
+    at level k and the carries of the previous level) and compared with the forms above up to
+    algebraic identity (sympy), for every assignment of the elimination's four inputs to the roles
+    ``a, b, c, d`` and both signs ``s``.
+
+    Reproducibility: **bitwise** equal to the two scans when the body performs Thomas' operations
+    (``w = 1/(b - a*c'); c' = c*w; d' = (d - a*d')*w; x = d' - c'*x``) up to rounding-neutral rewrites
+    (commuted operands, moved signs, ``0 - y == -y``: icon4py's form), for finite operands (the sign of a
+    zero result may differ). Any other algebraically identical form (e.g. ``c / p`` instead of
+    ``c * (1/p)``), and an elimination running backward (solved forward with ``a`` and ``c`` swapped),
+    agree within 1e-12 relative on diagonally dominant systems; they are only accepted with
+    ``exact=False``.
+
+    Legality checks (``can_be_applied`` runs the same analysis as ``apply``; refused => unchanged):
+
+    - ``column_of``: each scan is alone in a top-level, unit-step, one-parameter map (constant-init
+      tasklets aside); no prologue, exit states or branches; every carry recurrent, initialised to the
+      constant zero;
+    - ``_elimination`` / ``_substitution``: the values above, the elimination's outputs are its new
+      carries, the substitution's output its new carry; four / two distinct inputs read at level k;
+    - ``intermediate_ok``: ``U`` flows only into ``B`` through a transient used nowhere else; ``V`` likewise,
+      or is ``X``'s own container (icon4py writes ``w`` in place); ``B`` reads exactly what ``E`` wrote;
+    - ``outer_index``: every operand's element is ``(cell + const, level + const)`` in one order,
+      inner strides equal the outer ones; same map range and level range for both scans.
+
+    :param exact: accept only pairs whose result is bitwise the original's (default True).
+    """
+
+    scan = xf.PatternNode(Scan)
+    exact = properties.Property(dtype=bool, default=True, desc="accept only bitwise-equal replacements")
+
+    def __init__(self, *args, exact: bool = True, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.exact = exact
+
+    @classmethod
+    def expressions(cls):
+        return [sdutil.node_path_graph(cls.scan)]
+
+    def can_be_applied(self, graph, expr_index, sdfg, permissive=False):
+        return _plan_or_none(graph, sdfg, self.scan, self.exact) is not None
+
+    def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG):
+        plan = _plan(graph, sdfg, self.scan, self.exact)
+        node = TridiagonalSolve(f"{self.scan.label}_tridiagonal", axis=plan.axis)
+        node.debuginfo = self.scan.debuginfo
+        graph.add_node(node)
+        for role in _ROLES:
+            src, win = plan.sources[role]
+            graph.add_edge(src, None, node, role, dace.Memlet(data=src.data, subset=win))
+        graph.add_edge(node, "x", plan.dst, None, dace.Memlet(data=plan.dst.data, subset=plan.out_window))
+        for n in plan.removable:
+            graph.remove_node(n)
+        for name in plan.drop_data:
+            sdfg.remove_data(name, validate=False)
+        sdfg.root_sdfg.reset_cfg_list()
+        return node
+
+
+def _plan_or_none(state, sdfg, scan, exact) -> _Plan | None:
+    try:
+        return _plan(state, sdfg, scan, exact)
+    except (Refuse, NotAScan, ValueError, TypeError, KeyError, SyntaxError, ZeroDivisionError):
+        return None
+
+
+def _substitution(col: Column):
+    """``(P leaf, Q leaf, s, exact)`` for a body ``x = Q - s*P*x``; the output is the new carry."""
+    (x,) = col.carries
+    if len(col.writes) != 1 or col.writes[0][2] != col.values[x]:
+        raise Refuse("the back substitution's only output is not its new carry")
+    ins = sorted(leaves(col.values[x], "in"))
+    if len(ins) != 2 or leaves(col.values[x], "carry") != {("carry", x)}:
+        raise Refuse("the back substitution does not read two inputs and its carry")
+    for p, q in itertools.permutations(ins):
+        for s in (1, -1):
+            target = back_form(p, q, ("carry", x), s)
+            if same_value(col.values[x], target):
+                return p, q, s, same_arithmetic(col.values[x], target)
+    raise Refuse("the carry update is not x = d' - c' * x")
+
+
+def _elimination(col: Column, s: int):
+    """``(roles {a,b,c,d: leaf}, u carry, v carry, exact)`` for the elimination with sign ``s``."""
+    if len(col.carries) != 2:
+        raise Refuse("the elimination does not keep two carries")
+    ins = sorted(leaves(col.values[col.carries[0]], "in") | leaves(col.values[col.carries[1]], "in"))
+    if len(ins) != 4:
+        raise Refuse(f"the elimination reads {len(ins)} inputs, expected four (a, b, c, d)")
+    for u, v in itertools.permutations(col.carries):
+        uc, vc = ("carry", u), ("carry", v)
+        for perm in itertools.permutations(ins):
+            a, b, c, d = perm
+            tu, tv = thomas_forms(a, b, c, d, uc, vc, s)
+            if same_value(col.values[u], tu) and same_value(col.values[v], tv):
+                ex = same_arithmetic(col.values[u], tu) and same_arithmetic(col.values[v], tv)
+                return dict(zip(_ROLES, perm, strict=True)), u, v, ex
+    raise Refuse("the carry updates are not Thomas' forward elimination")
+
+
+def _plan(state: dace.SDFGState, sdfg: dace.SDFG, scan: Scan, exact: bool) -> _Plan:
+    back = column_of(state, sdfg, scan)
+    if len(back.carries) != 1:
+        raise Refuse("not a one-carry back substitution")
+    p, q, s, ex_back = _substitution(back)
+    p_edge, q_edge = back.in_edge(p[1]), back.in_edge(q[1])
+    p_node, q_node = state.memlet_path(p_edge)[0].src, state.memlet_path(q_edge)[0].src
+    if not isinstance(p_node, nodes.AccessNode) or not isinstance(q_node, nodes.AccessNode) or p_node is q_node:
+        raise Refuse("the back substitution's inputs are not two access nodes")
+    producers = {e.src for n in (p_node, q_node) for e in state.in_edges(n)}
+    if len(producers) != 1 or not isinstance(next(iter(producers)), nodes.MapExit):
+        raise Refuse("c' and d' do not come from one map")
+    elim_scan = next((e.src for e in state.in_edges(next(iter(producers))) if isinstance(e.src, Scan)), None)
+    if elim_scan is None:
+        raise Refuse("c' and d' do not come from a scan")
+    elim = column_of(state, sdfg, elim_scan)
+    if elim.structure.direction == back.structure.direction:
+        raise Refuse("the two scans run in the same direction")
+    roles, u, v, ex_elim = _elimination(elim, s)
+    swap = elim.structure.direction == "backward"
+    is_exact = ex_back and ex_elim and not swap
+    if exact and not is_exact:
+        raise Refuse("the pair is Thomas' algebra but not its arithmetic (exact=True)")
+    outs = {name: (sub, val) for name, sub, val in elim.writes}
+    if set(outs) != set(elim.scan.out_connectors) or len(outs) != 2:
+        raise Refuse("the elimination does not write exactly its two outputs")
+    conn_of = {}
+    for carry in (u, v):
+        hits = [nm for nm, (_, val) in outs.items() if val == elim.values[carry]]
+        if len(hits) != 1:
+            raise Refuse("an elimination output is not its new carry")
+        conn_of[carry] = hits[0]
+    if not same(elim.range, back.range) or not same(elim.levels, back.levels):
+        raise Refuse("the scans cover different cells or levels")
+
+    # where U and V go: B reads at level k exactly what E wrote there
+    x_conn = back.writes[0][0]
+    x_edge = back.out_edge(x_conn)
+    dst = state.memlet_path(x_edge)[-1].dst
+    if not isinstance(dst, nodes.AccessNode) or dst.data != x_edge.data.data:
+        raise Refuse("the back substitution does not write into an access node")
+    x_idx = outer_index(sdfg, back, x_edge, back.writes[0][1])
+    for carry, leaf, node in ((u, p, p_node), (v, q, q_node)):
+        w_edge = elim.out_edge(conn_of[carry])
+        if state.memlet_path(w_edge)[-1].dst is not node:
+            raise Refuse("c' or d' does not reach the back substitution")
+        w_idx = outer_index(sdfg, elim, w_edge, outs[conn_of[carry]][0])
+        r_idx = outer_index(sdfg, back, back.in_edge(leaf[1]), back.reads[leaf])
+        if not same(w_idx, r_idx):
+            raise Refuse("the back substitution reads other elements than the elimination wrote")
+        intermediate_ok(state, sdfg, node, dst if carry == v else None, w_idx, x_idx)
+    if len(state.out_edges(p_node)) != 1 or len(state.out_edges(q_node)) != 1:
+        raise Refuse("an intermediate is read elsewhere")
+
+    sources, dims = {}, None
+    for role, leaf in roles.items():
+        edge = elim.in_edge(leaf[1])
+        src = state.memlet_path(edge)[0].src
+        if not isinstance(src, nodes.AccessNode) or src.data != edge.data.data:
+            raise Refuse(f"input '{role}' is not read from an access node")
+        win, d = window(outer_index(sdfg, elim, edge, elim.reads[leaf]), elim)
+        dims = dims or d
+        if d != dims:
+            raise Refuse("operands order cells and levels differently")
+        sources[role] = (src, win)
+    out_win, d = window(x_idx, back)
+    if d != dims:
+        raise Refuse("operands order cells and levels differently")
+    dtypes = {sdfg.arrays[n.data].dtype for n, _ in sources.values()} | {sdfg.arrays[dst.data].dtype}
+    if len(dtypes) != 1 or next(iter(dtypes)) not in (dace.float32, dace.float64):
+        raise Refuse("operands of mixed or non-float dtype")
+    if swap:
+        sources["a"], sources["c"] = sources["c"], sources["a"]
+    removable = elim.removable + back.removable + [p_node, q_node]
+    drop = [n.data for n in (p_node, q_node) if n.data != dst.data] + elim.drop_data + back.drop_data
+    return _Plan(removable, sorted(set(drop)), sources, dst, out_win, dims.index("level"), is_exact, swap)
+
+
+__all__ = ["ScanPairToTridiagonal"]
