@@ -401,10 +401,6 @@ def program(col: Column, name: str) -> dace.SDFG:
     return sdfg
 
 
-def has_output(col: Column) -> bool:
-    return any(sl.out or sl.last for sl in col.slots)
-
-
 def arguments(col: Column, sdfg: dace.SDFG, ncells: int, nlev: int, seed: int) -> dict:
     """Seeded inputs for ``sdfg`` (built from ``col``) with ``ncells`` cells and ``nlev`` levels; outputs
     pre-filled with sentinels (levels a scan does not write must stay as they were)."""

@@ -64,7 +64,10 @@ def test_auto_prefers_blocked_on_cell_contiguous_cpu():
     sdfg, scans = _lifted(form)
     node, state = scans[0]
     assert choose(node, state, floor="exact").implementation == "blocked"
-    assert choose(node, state, floor="replay").implementation == "blocked_simd"
+    # blocked_simd is eligible at replay but measured slower than blocked on graupel (its loops do not
+    # vectorise yet): the cost model keeps blocked
+    choice = choose(node, state, floor="replay")
+    assert choice.implementation == "blocked" and "blocked_simd" in choice.reason
 
 
 def test_blocked_refuses_gpu_and_single_columns():

@@ -27,6 +27,10 @@ from sdfg_scan.expansions.dead_outputs import drop_unread_outputs
 from sdfg_scan.expansions.scan_body import LEVELS, stride_symbol
 
 
+GPU_BLOCK = 128
+"""Threads per GPU block of the thread-per-column schedules (used when the map becomes a kernel)."""
+
+
 def body_copy(node) -> dace.SDFG:
     """A copy of the body without the outputs whose connector DaCe removed as dead: write-only ones are
     dropped (:func:`drop_unread_outputs`), ones the body also reads become transients."""
@@ -74,6 +78,7 @@ def mapped_columns(node, state: dace.SDFGState, name: str) -> dace.SDFG:
     st = outer.add_state("columns", is_start_block=True)
     ranges = {params[d]: f"0:{symbolic.symstr(shape[d])}" for d in col_dims} or {"_i": "0:1"}
     me, mx = st.add_map(f"{node.label}_columns", ranges)
+    me.map.gpu_block_size = [GPU_BLOCK, 1, 1]
     body = body_copy(node)
     mapping = dict(node.symbol_mapping)
     mapping[LEVELS] = nk
@@ -121,6 +126,7 @@ def cell_map(node, state: dace.SDFGState, name: str) -> dace.SDFG:
     outer, _ = window_sdfg(node, state, conns, name, keep_symbols=tuple(cell_symbols(node)))
     st = outer.add_state("cells", is_start_block=True)
     me, mx = st.add_map(f"{node.label}_cells", dict(zip(node.cell_params, node.cell_ranges, strict=True)))
+    me.map.gpu_block_size = [GPU_BLOCK, 1, 1]
     body = body_copy(node)
     mapping = dict(node.symbol_mapping)
     ins = [c for c in node.in_connectors if c in conns]

@@ -1,0 +1,112 @@
+"""The selection layer: one chooser, reasons, floors, pins, targets and the compiler-flag contract."""
+
+from __future__ import annotations
+
+import dace
+import numpy as np
+import pytest
+
+import sdfg_scan
+from sdfg_scan.choice import choose
+from sdfg_scan.context import context_of
+from sdfg_scan.harness import one_node_sdfg
+from sdfg_scan.nodes import ColumnReduce, CumulativeScan
+
+N, K = dace.symbol("N"), dace.symbol("K")
+F = ([N, K], dace.float64, True)
+
+
+def _reduce(layout: str, op: str = "sum", implementation: str = "auto") -> tuple[dace.SDFG, ColumnReduce]:
+    node = ColumnReduce("red", op=op, axis=1)
+    node.implementation = implementation
+    sdfg = one_node_sdfg(f"select_{layout}_{op}", node, {"_in": F}, {"_out": ([N], dace.float64, False)}, 1, layout)
+    return sdfg, node
+
+
+def test_every_choice_says_why_and_names_the_runner_up():
+    sdfg, node = _reduce("cell")
+    (choice,) = sdfg_scan.select_expansions(sdfg, target="cpu", reproducibility="exact")
+    assert choice.implementation == node.implementation == node.selected == "blocked"
+    assert choice.reason.startswith("blocked: lowest estimated cost") and "runner-up" in choice.reason
+    assert node.selection_reason == choice.reason and choice.floor == "exact" and choice.reproducibility == "exact"
+
+
+def test_a_pin_below_the_floor_is_refused_with_the_node_the_implementation_and_the_floor():
+    sdfg, node = _reduce("k", implementation="lanes")   # lanes is replay
+    with pytest.raises(ValueError, match=r"sdfg_scan.ColumnReduce 'red': the pinned implementation 'lanes' is "
+                                         r"replay, below the floor 'exact'"):
+        sdfg_scan.select_expansions(sdfg, reproducibility="exact")
+    (choice,) = sdfg_scan.select_expansions(sdfg, reproducibility="replay")   # allowed at replay: kept
+    assert choice.implementation == "lanes" and "pinned" in choice.reason
+
+
+def test_a_node_floor_is_never_weakened_by_the_request():
+    sdfg, node = _reduce("k")
+    node.reproducibility = "exact"
+    (choice,) = sdfg_scan.select_expansions(sdfg, reproducibility="replay")
+    assert choice.floor == "exact" and choice.implementation != "lanes"
+    node.reproducibility = ""
+    node.implementation = "auto"
+    (choice,) = sdfg_scan.select_expansions(sdfg, reproducibility="replay")
+    assert choice.implementation == "lanes"   # K-contiguous float sum: the vector path
+
+
+def test_reselection_replaces_earlier_choices_but_keeps_pins():
+    sdfg, node = _reduce("cell")
+    sdfg_scan.select_expansions(sdfg)
+    assert node.implementation == "blocked"
+    sdfg_scan.select_expansions(sdfg, reproducibility="replay")   # an earlier selection is no pin
+    assert node.selected == node.implementation
+    node.implementation = "sequential"                           # a user pin
+    (choice,) = sdfg_scan.select_expansions(sdfg)
+    assert choice.implementation == "sequential" and "pinned" in choice.reason
+
+
+def test_a_target_the_node_does_not_run_on_is_an_error():
+    sdfg, node = _reduce("cell")
+    with pytest.raises(ValueError, match=r"'red': selection for target 'gpu', but the node runs on the CPU"):
+        sdfg_scan.select_expansions(sdfg, target="gpu")
+    with pytest.raises(ValueError, match="target must be one of"):
+        sdfg_scan.select_expansions(sdfg, target="tpu")
+
+
+def test_the_layout_is_computed_once_from_the_operands():
+    for layout, want in (("cell", "cell"), ("k", "k")):
+        node = CumulativeScan("cs", axis=1)
+        sdfg = one_node_sdfg(f"layout_{layout}", node, {"_in": F}, {"_out": F}, 1, layout)
+        ctx = context_of(node, sdfg.start_state)
+        assert ctx.target == "cpu" and ctx.layout.contiguity == want and ctx.layout.axis == 1
+        assert ctx.layout.cell_axis == 0 and str(ctx.layout.levels) == "K"
+
+
+def test_after_the_gpu_transformation_the_node_is_chosen_for_the_gpu():
+    sdfg, node = _reduce("cell", op="sum")
+    sdfg.apply_gpu_transformations()
+    (n, st) = next((n, st) for n, st in sdfg.all_nodes_recursive() if isinstance(n, ColumnReduce))
+    assert choose(n, st).target == "gpu"
+
+
+def test_compile_flags_state_the_contract():
+    assert sdfg_scan.compile_flags("exact") == ["-ffp-contract=off", "-fno-reciprocal-math", "-fsigned-zeros",
+                                                 "-fno-fast-math"]
+    assert sdfg_scan.compile_flags("exact", "gpu") == ["--fmad=false", "-prec-div=true", "-prec-sqrt=true"]
+    assert sdfg_scan.compile_flags("replay") == [] == sdfg_scan.compile_flags("approx", "gpu")
+    with pytest.raises(ValueError, match="reproducibility must be one of"):
+        sdfg_scan.compile_flags("bitwise")
+
+
+def test_optimize_pins_the_strict_flags_even_without_a_scan():
+    """An SDFG with no scan keeps no sdfg_scan node, but ``exact`` still compiles it IEEE-strict."""
+    sdfg = dace.SDFG("no_scan_flags")
+    sdfg.add_array("x", [4], dace.float64)
+    st = sdfg.add_state()
+    t = st.add_tasklet("t", {"a"}, {"b"}, "b = a * 2.0 + 1.0")
+    st.add_edge(st.add_read("x"), None, t, "a", dace.Memlet("x[0]"))
+    st.add_edge(t, "b", st.add_write("x"), None, dace.Memlet("x[1]"))
+    report = sdfg_scan.optimize(sdfg, reproducibility="exact")
+    assert report.flags[:4] == sdfg_scan.compile_flags("exact") and "compiler flags: -ffp-contract=off" in report.table()
+    assert any(env.endswith("ExactArithmetic") for env in t.environments)
+    assert sdfg_scan.optimize(dace.SDFG.from_json(sdfg.to_json()), reproducibility="replay").flags == []
+    x = np.arange(4.0)
+    sdfg(x=x)
+    assert x[1] == 1.0
