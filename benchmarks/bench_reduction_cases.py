@@ -24,10 +24,10 @@ WEIGHTS, OFFSETS = [0.4, 0.3, 0.2, 0.1], [0, -1, -2, -3]
 LAYOUTS = {"cell-contiguous": ([NK, NC], 0), "K-contiguous": ([NC, NK], 1)}
 
 
-def _program(kind: str, op: str, impl: str, layout: str):
+def reduction_sdfg(kind: str, op: str, impl: str, layout: str, prefix: str = "bench_red") -> dace.SDFG:
+    """One ``WindowReduce`` (``kind="window"``) or ``ColumnReduce`` node on ``x`` -> ``y``, unexpanded."""
     shape, axis = LAYOUTS[layout]
-    tag = layout.split("-")[0]
-    sdfg = dace.SDFG(f"bench_red_{kind}_{op}_{impl}_{tag}")
+    sdfg = dace.SDFG(f"{prefix}_{kind}_{op}_{impl}_{layout.split('-')[0]}")
     sdfg.add_array("x", shape, dace.float64)
     st = sdfg.add_state()
     if kind == "window":
@@ -40,6 +40,11 @@ def _program(kind: str, op: str, impl: str, layout: str):
     st.add_node(node)
     st.add_edge(st.add_read("x"), None, node, "_in", dace.Memlet.from_array("x", sdfg.arrays["x"]))
     st.add_edge(node, "_out", st.add_write("y"), None, dace.Memlet.from_array("y", sdfg.arrays["y"]))
+    return sdfg
+
+
+def _program(kind: str, op: str, impl: str, layout: str):
+    sdfg = reduction_sdfg(kind, op, impl, layout)
     sdfg.expand_library_nodes()
     return sdfg.compile(), sdfg.arrays["y"].dtype.as_numpy_dtype()
 

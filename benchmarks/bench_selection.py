@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sdfg_scan  # noqa: E402
 from benchmarks import bench_scans, bench_solvers  # noqa: E402
-from benchmarks.bench_reduction_cases import LAYOUTS, OFFSETS, WEIGHTS  # noqa: E402
+from benchmarks.bench_reduction_cases import LAYOUTS, reduction_sdfg  # noqa: E402
 from sdfg_scan import cost, tuning_cache  # noqa: E402
 from sdfg_scan.autotune import argument_symbols  # noqa: E402
 from sdfg_scan.choice import choose, cost_of, refusal, specs  # noqa: E402
@@ -115,20 +115,7 @@ def solver_cases(ncol: int, nlev: int) -> list[Case]:
 
 def _reduction_sdfg(kind: str, op: str, layout: str) -> dace.SDFG:
     """``bench_reduction_cases``' program for ``kind``/``op``, unexpanded and ``auto``."""
-    shape, axis = LAYOUTS[layout]
-    sdfg = dace.SDFG(f"select_red_{kind}_{op}_{layout.split('-')[0]}")
-    sdfg.add_array("x", shape, dace.float64)
-    if kind == "window":
-        sdfg.add_array("y", shape, dace.float64)
-        node = sdfg_scan.WindowReduce("w", WEIGHTS, OFFSETS, axis=axis)
-    else:
-        sdfg.add_array("y", [NC], dace.int64 if op == "argmin" else dace.float64)
-        node = sdfg_scan.ColumnReduce("r", op=op, axis=axis)
-    st = sdfg.add_state()
-    st.add_node(node)
-    st.add_edge(st.add_read("x"), None, node, "_in", dace.Memlet.from_array("x", sdfg.arrays["x"]))
-    st.add_edge(node, "_out", st.add_write("y"), None, dace.Memlet.from_array("y", sdfg.arrays["y"]))
-    return sdfg
+    return reduction_sdfg(kind, op, "auto", layout, prefix="select_red")
 
 
 def reduction_cases(ncol: int, nlev: int) -> list[Case]:

@@ -39,6 +39,7 @@ from dace import symbolic
 from sdfg_scan import tuning_cache
 from sdfg_scan.choice import Choice, choose, refusal, specs
 from sdfg_scan.context import REPRODUCIBILITY, TARGETS, context_of
+from sdfg_scan.harness import copy_arguments
 from sdfg_scan.nodes.base import ColumnNode
 from sdfg_scan.select import compile_flags
 
@@ -65,17 +66,7 @@ def argument_symbols(sdfg: dace.SDFG, args: dict) -> dict[str, int]:
     return out
 
 
-def _copy_args(args: dict) -> dict:
-    """The arguments with every array copied in its own memory order (strides kept; aliases stay aliased)."""
-    copies: dict[int, np.ndarray] = {}
-    out = {}
-    for k, v in args.items():
-        if isinstance(v, np.ndarray):
-            if id(v) not in copies:
-                copies[id(v)] = v.copy(order="K")
-            v = copies[id(v)]
-        out[k] = v
-    return out
+
 
 
 def _current(node, state, target: str, floor: str, symbols: dict) -> str:
@@ -163,7 +154,7 @@ def autotune(sdfg: dace.SDFG, args: dict, target: str = "cpu", reproducibility: 
             raise node.error(f"autotune for target '{target}', but the node runs on the {ctx.target.upper()}")
     config = [_current(n, s, target, reproducibility, symbols) for n, s in nodes]
     flags = {t: compile_flags(reproducibility, t) for t in TARGETS}
-    builds = _Builds(sdfg, _copy_args(args), symbols, flags)
+    builds = _Builds(sdfg, copy_arguments(args), symbols, flags)
     choices = []
     for i, (node, state) in enumerate(nodes):
         ctx = contexts[i]

@@ -54,6 +54,20 @@ def numpy_array(values: np.ndarray, axis: int | None, layout: str) -> np.ndarray
                                            strides=[base.strides[list(order).index(d)] for d in range(values.ndim)])
 
 
+def copy_arguments(args: dict) -> dict:
+    """The arguments with every array copied in its own memory order (strides kept); arrays that alias
+    each other (the same object) stay aliased in the copy."""
+    copies: dict[int, np.ndarray] = {}
+    out = {}
+    for k, v in args.items():
+        if isinstance(v, np.ndarray):
+            if id(v) not in copies:
+                copies[id(v)] = v.copy(order="K")
+            v = copies[id(v)]
+        out[k] = v
+    return out
+
+
 def one_node_sdfg(name: str, node: dace.nodes.LibraryNode, inputs: dict[str, tuple], outputs: dict[str, tuple],
                   axis: int, layout: str) -> dace.SDFG:
     """An SDFG with one array per connector (``conn -> (shape, dtype, has_axis)``) around ``node``."""
@@ -73,4 +87,4 @@ def one_node_sdfg(name: str, node: dace.nodes.LibraryNode, inputs: dict[str, tup
     return sdfg
 
 
-__all__ = ["LAYOUTS", "numpy_array", "one_node_sdfg", "strides_for"]
+__all__ = ["LAYOUTS", "copy_arguments", "numpy_array", "one_node_sdfg", "strides_for"]

@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 from sdfg_scan.expansions.environments import ExactArithmetic
+from sdfg_scan.harness import copy_arguments
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 FIXTURES = SHARED / "fixtures" / "icon4py"
@@ -107,16 +108,7 @@ def inputs(form: str, sdfg: dace.SDFG | None = None, ncells: int = NCELLS, nlev:
 
 def fresh(kw: dict) -> dict:
     """Copies of the arrays in ``kw`` (aliased arrays stay aliased)."""
-    by_id: dict[int, np.ndarray] = {}
-    out = {}
-    for k, v in kw.items():
-        if isinstance(v, np.ndarray):
-            if id(v) not in by_id:
-                by_id[id(v)] = v.copy(order="K")
-            out[k] = by_id[id(v)]
-        else:
-            out[k] = v
-    return out
+    return copy_arguments(kw)
 
 
 def compile_once(key: str, sdfg: dace.SDFG):

@@ -35,6 +35,7 @@ from dace.codegen.targets.cpp import sym2cpp
 from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
 from dace.transformation.transformation import ExpandTransformation
 
+from sdfg_scan.cost import efficiency_of, stream_seconds
 from sdfg_scan.expansions import declare
 from sdfg_scan.expansions.environments import ExactArithmetic
 from sdfg_scan.expansions.scan_blocked_codegen import LANE, BodyWriter, Ref, Scope, Unsupported, Writer
@@ -255,11 +256,6 @@ def _applies(node, ctx) -> str | None:
     return check(node, ctx.state)
 
 
-def _cost(cls, node, ctx) -> float:
-    from sdfg_scan.cost import efficiency_of, stream_seconds
-    return stream_seconds(ctx, efficiency_of(cls, ctx), chain=False)   # one parallel region, no fork per level
-
-
 def _tasklet(node, state, if_convert: bool) -> dace.nodes.Tasklet:
     node.validate(state.sdfg, state)
     why = check(node, state)
@@ -272,9 +268,27 @@ def _tasklet(node, state, if_convert: bool) -> dace.nodes.Tasklet:
                               code_global=VECTOR_MATH if if_convert else "")
 
 
+class _BlockedExpansion(ExpandTransformation):
+    """What both blocked expansions share: the same check, a cost without a fork per level, one tasklet."""
+
+    if_convert = False
+
+    @classmethod
+    def applies(cls, node, ctx) -> str | None:
+        return _applies(node, ctx)
+
+    @classmethod
+    def cost(cls, node, ctx) -> float:
+        return stream_seconds(ctx, efficiency_of(cls, ctx), chain=False)   # one parallel region
+
+    @classmethod
+    def expansion(cls, node, parent_state, parent_sdfg):
+        return _tasklet(node, parent_state, if_convert=cls.if_convert)
+
+
 @dace.library.expansion
 @declare(targets=("cpu",), reproducibility="exact", efficiency={"cpu:cell": 0.85})
-class ExpandScanBlocked(ExpandTransformation):
+class ExpandScanBlocked(_BlockedExpansion):
     """``columns="cells"`` on the CPU: blocks of :data:`BLOCK` contiguous cells in one parallel region;
     per block the level loop around a loop over the block's cells that runs the inlined body (carries in
     ``[B]`` arrays, per-cell ``if``). Scalar libm calls, the original operation order: bitwise the
@@ -282,39 +296,18 @@ class ExpandScanBlocked(ExpandTransformation):
 
     environments = [ExactArithmetic]
 
-    @staticmethod
-    def applies(node, ctx) -> str | None:
-        return _applies(node, ctx)
-
-    @staticmethod
-    def cost(node, ctx) -> float:
-        return _cost(ExpandScanBlocked, node, ctx)
-
-    @staticmethod
-    def expansion(node, parent_state, parent_sdfg):
-        return _tasklet(node, parent_state, if_convert=False)
-
 
 @dace.library.expansion
-@declare(targets=("cpu",), reproducibility="replay", efficiency={"cpu:cell": 0.6})   # measured slower than blocked on graupel (no SIMD yet)
-class ExpandScanBlockedSIMD(ExpandTransformation):
+@declare(targets=("cpu",), reproducibility="replay", efficiency={"cpu:cell": 0.6})   # measured slower than blocked
+class ExpandScanBlockedSIMD(_BlockedExpansion):
     """``blocked`` with branches if-converted (both arms computed, results selected) and vector
     ``exp``/``log``/``pow`` from glibc's libmvec (:class:`VectorMath`), so GCC vectorises the loop over a
-    block's cells. Replay: deterministic for one machine and build, within rounding of the scalar libm."""
+    block's cells. Replay: deterministic for one machine and build, within rounding of the scalar libm.
+    Measured slower than ``blocked`` on graupel (GCC does not vectorise its cell loop yet), so the cost
+    model ranks it below ``blocked``."""
 
     environments = [VectorMath]
-
-    @staticmethod
-    def applies(node, ctx) -> str | None:
-        return _applies(node, ctx)
-
-    @staticmethod
-    def cost(node, ctx) -> float:
-        return _cost(ExpandScanBlockedSIMD, node, ctx)
-
-    @staticmethod
-    def expansion(node, parent_state, parent_sdfg):
-        return _tasklet(node, parent_state, if_convert=True)
+    if_convert = True
 
 
 __all__ = ["BLOCK", "VECTOR_MATH", "ExpandScanBlocked", "ExpandScanBlockedSIMD", "VectorMath", "check", "kernel"]

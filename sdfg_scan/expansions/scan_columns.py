@@ -26,7 +26,6 @@ from sdfg_scan.expansions.column_loop import window_sdfg
 from sdfg_scan.expansions.dead_outputs import drop_unread_outputs
 from sdfg_scan.expansions.scan_body import LEVELS, stride_symbol
 
-
 GPU_BLOCK = 128
 """Threads per GPU block of the thread-per-column schedules (used when the map becomes a kernel)."""
 
