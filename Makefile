@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # dace finds the pip-installed CMake (needed for CUDA builds) only with the venv first on PATH.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: demo test test-gt4py fixtures graupel lint bench fuzz clean
+.PHONY: demo test test-long test-gt4py fixtures graupel lint bench fuzz clean
 
 # gt4py 1.2.3 needs Python >= 3.12: a second venv for sdfg_scan.gt4py's tests, the exporter and the graupel run.
 # GT4PY_PYTHON is the command that runs such an interpreter (pyenv shims need PYENV_VERSION); empty if none.
@@ -41,8 +41,13 @@ lint: $(STAMP)
 
 # the main suite (its tests/test_gt4py*.py skip without gt4py), then the gt4py tests in the gt4py venv
 test: lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not long" --durations=15
 	$(MAKE) test-gt4py
+
+# not in CI: the whole-graupel checks (marker `long`: hooked and dynamic-domain graupel forms bitwise after
+# optimize, graupel's CUDA build); about 10 minutes
+test-long: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m long
 
 $(GT4PY_STAMP): pyproject.toml
 	@test -n "$(GT4PY_PYTHON)" || { echo "$(NO_GT4PY_PYTHON)"; exit 1; }

@@ -72,7 +72,16 @@ def _optimized(form: str):
     return sdfg
 
 
-@pytest.mark.parametrize("form", [f for f in fx.FORMS if f not in fx.NO_COMPILE])
+LONG = {"graupel_run.opt_hooks", "graupel_run_dyn.opt_nohooks", "graupel_run_dyn.lowered"}
+"""Forms whose checks only ``make test-long`` runs (each compiles or transforms a whole graupel; CI
+keeps ``graupel_run.opt_nohooks`` and ``graupel_run.lowered``, the same scan)."""
+
+
+def _forms(forms):
+    return [pytest.param(f, marks=pytest.mark.long) if f in LONG else f for f in forms]
+
+
+@pytest.mark.parametrize("form", _forms([f for f in fx.FORMS if f not in fx.NO_COMPILE]))
 def test_optimize_is_bitwise_equal(form):
     original = fx.load(form)
     kw = fx.inputs(form, original)
@@ -80,7 +89,7 @@ def test_optimize_is_bitwise_equal(form):
     fx.assert_bitwise_equal(fx.run(form, original, kw), fx.run(form + "+optimize", optimized, kw))
 
 
-@pytest.mark.parametrize("form", sorted(fx.NO_COMPILE))
+@pytest.mark.parametrize("form", _forms(sorted(fx.NO_COMPILE)))
 def test_optimize_lowered_graupel_validates(form):
     """The ~95-deep lowered graupel: optimised and validated, never compiled (~500 s)."""
     _optimized(form)
@@ -109,7 +118,8 @@ GPU_CODEGEN = [f for f in fx.FORMS if f.endswith((".opt", ".opt_nohooks")) and f
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("form", GPU_CODEGEN)
+@pytest.mark.parametrize("form", [pytest.param(f, marks=pytest.mark.long) if f.startswith("graupel") else f
+                                  for f in GPU_CODEGEN])
 def test_optimize_for_gpu_keeps_nodes_and_generates_a_kernel(form, tmp_path):
     """target="gpu": every scan stays an sdfg_scan node with a GPU expansion chosen (the lifted scans:
     one thread per column); the CUDA code is generated and nvcc compiles it (graupel included)."""

@@ -1,10 +1,10 @@
-"""``ScanLoopInterchange``: move a column scan's k-loop out of the map over columns.
+"""``ScanLoopInterchange``: move a raw gt4py column scan's k-loop out of the map over columns.
 
-This module holds the transformation, its legality check (``_plan``, ``can_interchange``), the
-``levels_outside`` entry point (``interchange_single_map``) and the profitability test (``profitable``,
-``cell_contiguous``, ``MIN_CELLS``). The rewrite that ``apply`` performs (``_interchange`` and its
-helpers), the level-loop variable ``LEVEL`` (re-exported here) and the plan record ``_Plan`` live in
-``scan_loop_interchange_rewrite.py`` beside it.
+The schedule itself (legality check ``plan``, rewrite, ``cell_contiguous``) lives in
+:mod:`sdfg_scan.expansions.levels_outside`, where ``Scan``'s ``levels_outside`` expansion uses it;
+``sdfg_scan.optimize`` chooses that expansion through the cost model and never applies this
+transformation. It stays for SDFGs whose scans are not lifted (a map around a ``NestedSDFG``), with
+:func:`profitable` as a rule of thumb for such direct use.
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ class ScanLoopInterchange(xf.SingleStateTransformation):
       used outside the loop; the level range does not depend on the map parameters;
     - hoisted containers have shapes that do not depend on the map parameters.
 
-    Profitable on CPUs when the columns' fields are cell-contiguous; ``sdfg_scan.optimize`` applies it
-    only then (:func:`profitable`). No options.
+    Profitable on CPUs when the columns' fields are cell-contiguous (:func:`profitable`); on lifted scans
+    ``sdfg_scan.optimize`` gets the same schedule as the ``levels_outside`` expansion. No options.
     """
 
     map_entry = xf.PatternNode(nodes.MapEntry)

@@ -36,7 +36,7 @@ from dace import dtypes
 from dace.sdfg.state import LoopRegion
 from dace.transformation.transformation import ExpandTransformation
 
-from sdfg_scan.context import cell_axis, context_of
+from sdfg_scan.context import context_of
 from sdfg_scan.expansions.environments import ExactArithmetic
 
 ColumnNode: TypeAlias = Any  # the node type (duck-typed: an expansion never imports a node module)
@@ -277,13 +277,6 @@ def _connect(st, me, mx, nsdfg, kernel, shape, axis, col_dims, params, nk_range)
         st.add_edge(me, None, nsdfg, None, dace.Memlet())
 
 
-def cell_axis_of(node: ColumnNode, state: dace.SDFGState, connector: str) -> int | None:
-    """The unit-stride non-scan axis of ``connector``'s window, if any (cell-contiguous layout)."""
-    op = node.operand(state, connector)
-    cell, unit = cell_axis(op.shape, op.strides, node.resolved_axis(len(op.shape)))
-    return cell if unit else None
-
-
 class SequentialColumnExpansion(ExpandTransformation):
     """Base of ``sequential`` expansions: a node's per-column program (``kernel(node, state)``, a
     :class:`ColumnKernel`) built by :func:`build_sequential`. Subclasses set ``kernel``."""
@@ -323,4 +316,4 @@ class BlockedColumnExpansion(ExpandTransformation):
 
 
 __all__ = ["INTERLEAVE", "BlockedColumnExpansion", "ColumnKernel", "SequentialColumnExpansion", "build_blocked",
-           "build_sequential", "cell_axis_of", "window_sdfg"]
+           "build_sequential", "window_sdfg"]

@@ -98,9 +98,32 @@ def _part_sdfg(col: SDFG, s: ScanStructure, part: str, hoisted: list[str], conns
             new.remove_data(name, validate=False)
         elif name in hoisted:
             new.arrays[name].transient = False
+    if part == "level":
+        # a hoisted temporary the level writes that is no carry is written before it is read on every
+        # level (else the analysis would call it a carry): it is an output of the level, not an input
+        # (reading it in would read the per-cell array before anything wrote it)
+        reads -= {h for h in hoisted if h in writes and h not in s.carries}
+    if part == "init":
+        # entry states and peeled levels write values (carry inits, temporaries) before others read them
+        reads -= {h for h in hoisted if h not in _exposed_reads(blocks)}
     ins = sorted(reads & args & used)
     outs = sorted(writes & args & used)
     return new, ins, outs
+
+
+def _exposed_reads(blocks) -> set[str]:
+    """Containers some block reads before a top-level state of ``blocks`` (in order) surely wrote them
+    (writes inside conditional blocks do not count: a branch may not run)."""
+    written: set[str] = set()
+    exposed: set[str] = set()
+    for b in blocks:
+        for st in _blocks_states([b]):
+            for n in st.data_nodes():
+                if st.out_degree(n) > 0 and st.in_degree(n) == 0 and n.data not in written:
+                    exposed.add(n.data)
+        if isinstance(b, SDFGState):
+            written |= {n.data for n in b.data_nodes() if b.in_degree(n) > 0}
+    return exposed
 
 
 def _find_block(new: SDFG, block, col: SDFG):
