@@ -52,11 +52,19 @@ def affine_op(node, state: dace.SDFGState) -> PrefixOp:
                     col_inputs=["init"] if node.has_init else [])
 
 
-def prefix_cost(passes: float):
-    """Cost of the chunked scan: ``passes`` x the sequential traffic (inputs read twice), parallel over
-    (column, chunk) tasks, so few long columns are no dependent chain and fill the machine."""
+class _ParallelPrefixExpansion(ExpandTransformation):
+    """What both ``parallel_prefix`` expansions share: the cost of the chunked scan and its builder;
+    a subclass names its scanned operation (``op``) and its traffic relative to ``sequential``
+    (``passes``)."""
 
-    def cost(node, ctx) -> float:
+    environments = [ExactArithmetic]
+    passes = 1.5
+    op = staticmethod(cumulative_op)
+
+    @classmethod
+    def cost(cls, node, ctx) -> float:
+        """``passes`` x the sequential traffic (inputs read twice), parallel over (column, chunk) tasks,
+        so few long columns are no dependent chain and fill the machine."""
         cols = size(ctx, ctx.layout.columns, "columns")
         levels = size(ctx, ctx.layout.levels, "levels")
         tasks = cols * max(1.0, levels / max(chunk_of(node), 1))
@@ -66,37 +74,30 @@ def prefix_cost(passes: float):
         eff = {"cpu:k": 0.8, "cpu:cell": 0.3, "gpu:cell": 0.5}.get(f"{ctx.target}:{ctx.layout.contiguity}", 0.2)
         if levels < 4 * chunk_of(node):   # fewer chunks than a task interleaves: one chain per column
             eff /= 2
-        return nbytes(ctx) * passes / (bw * eff * fill)
+        return nbytes(ctx) * cls.passes / (bw * eff * fill)
 
-    return staticmethod(cost)
+    @classmethod
+    def expansion(cls, node, parent_state, parent_sdfg):
+        node.validate(parent_sdfg, parent_state)
+        return build_parallel_prefix(node, parent_state, cls.op(node, parent_state), chunk_of(node))
 
 
 @dace.library.expansion
 @declare(targets=("cpu", "gpu"), reproducibility="replay")
-class ExpandCumulativeScanParallelPrefix(ExpandTransformation):
+class ExpandCumulativeScanParallelPrefix(_ParallelPrefixExpansion):
     """Chunked reduce-then-scan along the levels (:mod:`sdfg_scan.expansions.parallel_prefix`)."""
 
-    environments = [ExactArithmetic]
-    cost = prefix_cost(3 / 2)   # 3 words per level against 2
-
-    @staticmethod
-    def expansion(node, parent_state, parent_sdfg):
-        node.validate(parent_sdfg, parent_state)
-        return build_parallel_prefix(node, parent_state, cumulative_op(node, parent_state), chunk_of(node))
+    passes = 3 / 2   # 3 words per level against 2
+    op = staticmethod(cumulative_op)
 
 
 @dace.library.expansion
 @declare(targets=("cpu", "gpu"), reproducibility="replay")
-class ExpandLinearRecurrenceParallelPrefix(ExpandTransformation):
+class ExpandLinearRecurrenceParallelPrefix(_ParallelPrefixExpansion):
     """Chunked reduce-then-scan of the affine maps (:mod:`sdfg_scan.expansions.parallel_prefix`)."""
 
-    environments = [ExactArithmetic]
-    cost = prefix_cost(5 / 3)   # 5 words per level against 3
-
-    @staticmethod
-    def expansion(node, parent_state, parent_sdfg):
-        node.validate(parent_sdfg, parent_state)
-        return build_parallel_prefix(node, parent_state, affine_op(node, parent_state), chunk_of(node))
+    passes = 5 / 3   # 5 words per level against 3
+    op = staticmethod(affine_op)
 
 
 __all__ = ["CPP_STEP", "ExpandCumulativeScanParallelPrefix", "ExpandLinearRecurrenceParallelPrefix", "affine_op",
