@@ -7,7 +7,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import dace
-from dace.sdfg import nodes
 
 EXACT_ENV = "sdfg_scan.expansions.environments.ExactArithmetic"
 """The environment whose compile flags make a program IEEE-strict (``reproducibility="exact"``)."""
@@ -67,30 +66,11 @@ def _optimize_without_gpu_transform(sdfg: dace.SDFG, reproducibility: str):
         dace.SDFG.apply_gpu_transformations = original  # type: ignore[method-assign]
 
 
-def _select(sdfg: dace.SDFG, target: str, reproducibility: str) -> None:
-    import inspect
+def pin_exact(sdfg: dace.SDFG) -> list[str]:
+    """The whole program compiles IEEE-strict: :func:`sdfg_scan.select.pin_flags` (``exact``)."""
+    from sdfg_scan.select import pin_flags
 
-    from sdfg_scan import select_expansions
-
-    if "target" in inspect.signature(select_expansions).parameters:
-        select_expansions(sdfg, target=target, reproducibility=reproducibility)  # type: ignore[call-arg]
-    else:
-        select_expansions(sdfg, reproducibility)
-
-
-def pin_exact(sdfg: dace.SDFG) -> bool:
-    """Attach :data:`EXACT_ENV` to one top-level code node so the whole program compiles IEEE-strict;
-    ``False`` when the SDFG has no code node to carry it (nothing to compile)."""
-    import sdfg_scan.expansions.environments  # noqa: F401  (registers the environment)
-
-    code = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, nodes.CodeNode)]
-    if any(EXACT_ENV in n.environments for n in code):
-        return True
-    top = [n for st in sdfg.states() for n in st.nodes() if isinstance(n, nodes.CodeNode)] or code
-    if not top:
-        return False
-    top[0].environments = set(top[0].environments) | {EXACT_ENV}
-    return True
+    return pin_flags(sdfg, "exact")
 
 
 @dataclass
@@ -102,7 +82,9 @@ class ExpandStage:
     reproducibility: str
 
     def __call__(self, sdfg: dace.SDFG) -> None:
-        _select(sdfg, self.target, self.reproducibility)
+        from sdfg_scan.select import select_expansions
+
+        select_expansions(sdfg, target=self.target, reproducibility=self.reproducibility)
         for _ in range(8):  # an expansion may hold further sdfg_scan nodes
             found = _library_nodes(sdfg)
             if not found:
