@@ -148,32 +148,33 @@ def _libgomp():
 @pytest.mark.parametrize("kind", ["cumsum", "linrec"])
 def test_same_bits_for_one_and_two_threads_and_every_run(kind):
     """The chunking is a node property: the OpenMP thread count (set through libgomp, which the compiled
-    SDFG shares with this process) and the run change no bit, on columns long enough for many tasks."""
+    SDFG shares with this process) and the run change no bit, on columns long enough for many tasks.
+    One column takes the one-pass schedule (a column per thread) on 1 thread and the three passes on 2;
+    two columns take the one-pass schedule on both."""
     gomp = _libgomp()
-    ncol, nlev = 2, 20011
-    rng = np.random.default_rng(4)
-    x, a = rng.random((ncol, nlev)), rng.uniform(0.9, 1.1, (ncol, nlev))
-    if kind == "cumsum":
-        node = CumulativeScan("cs", axis=1)
-        ins, kw, want = {"_in": F}, {"_in": x}, reference.cumulative(x, order="chunked", chunk=97)
-    else:
-        node = LinearRecurrence("lr", axis=1)
-        ins, kw = {"a": F, "b": F}, {"a": a, "b": x}
-        want = reference.linear_recurrence(a, x, order="chunked", chunk=97)
+    node = CumulativeScan("cs", axis=1) if kind == "cumsum" else LinearRecurrence("lr", axis=1)
+    ins = {"_in": F} if kind == "cumsum" else {"a": F, "b": F}
     node.implementation, node.chunk_size = "parallel_prefix", 97
     prog = one_node_sdfg(f"test_pp_threads_{kind}", node, ins, {"_out": F}, 1, "k").compile()
     before = gomp.omp_get_max_threads()
-    results = []
-    try:
-        for threads in (1, 2, 2, 1):
-            gomp.omp_set_num_threads(threads)
-            out = np.zeros((ncol, nlev))
-            prog(**kw, _out=out, N=ncol, K=nlev)
-            results.append(out)
-    finally:
-        gomp.omp_set_num_threads(before)
-    for r in results:
-        assert np.array_equal(r.view(np.uint64), want.view(np.uint64))
+    for ncol, nlev in ((1, 20011), (2, 20011), (3, 1000)):
+        rng = np.random.default_rng(4)
+        x, a = rng.random((ncol, nlev)), rng.uniform(0.9, 1.1, (ncol, nlev))
+        if kind == "cumsum":
+            kw, want = {"_in": x}, reference.cumulative(x, order="chunked", chunk=97)
+        else:
+            kw, want = {"a": a, "b": x}, reference.linear_recurrence(a, x, order="chunked", chunk=97)
+        results = []
+        try:
+            for threads in (1, 2, 2, 1):
+                gomp.omp_set_num_threads(threads)
+                out = np.zeros((ncol, nlev))
+                prog(**kw, _out=out, N=ncol, K=nlev)
+                results.append(out)
+        finally:
+            gomp.omp_set_num_threads(before)
+        for r in results:
+            assert np.array_equal(r.view(np.uint64), want.view(np.uint64)), (ncol, nlev)
 
 
 @pytest.mark.parametrize("ncol, nlev", [(2, 4 * 2**20), (81920, 90)])

@@ -47,6 +47,31 @@ ColumnNode: TypeAlias = Any  # the node type (duck-typed: an expansion never imp
 CPU_GROUP = 4
 """Chunks per CPU task, run interleaved (independent chains)."""
 
+STREAM_STORES = """#ifndef SDFG_SCAN_STREAM_STORES
+#define SDFG_SCAN_STREAM_STORES
+#include <omp.h>
+#include <cstring>
+#if defined(__x86_64__) && defined(__SSE2__)
+#include <immintrin.h>
+static inline void sdfg_scan_put(double* p, double v, bool unit) {
+    if (unit) { long long b; std::memcpy(&b, &v, 8); _mm_stream_si64(reinterpret_cast<long long*>(p), b); }
+    else { *p = v; }
+}
+static inline void sdfg_scan_put(float* p, float v, bool unit) {
+    if (unit) { int b; std::memcpy(&b, &v, 4); _mm_stream_si32(reinterpret_cast<int*>(p), b); }
+    else { *p = v; }
+}
+static inline void sdfg_scan_fence() { _mm_sfence(); }
+#else
+static inline void sdfg_scan_fence() {}
+#endif
+template <typename T> static inline void sdfg_scan_put(T* p, T v, bool) { *p = v; }
+#endif
+"""
+"""CPU output stores. A long column's outputs are not read again soon: on x86-64, contiguous outputs
+are written with non-temporal stores (no read-for-ownership of the output lines: a third less memory
+traffic for a cumulative sum), fenced before the parallel loop ends. The stored bits are the same."""
+
 DEFAULT_CHUNK = 15000
 """Levels per chunk unless the node says otherwise (``chunk_size``). Not a power of two: chunks whose
 byte size is a multiple of 4 KiB put the interleaved chains of a task into one cache set."""
@@ -87,6 +112,7 @@ class _Code:
         self.chunk = chunk
         self.reverse = bool(node.reverse)
         self.nc = len(op.step)
+        self.stream = False  # outputs written with streaming stores (CPU, see STREAM_STORES)
 
     def header(self, group: int, per_column: bool = False) -> str:
         """Sizes, the column of this task (map parameter ``_t``: a group of chunks; ``_c``: a whole
@@ -131,6 +157,10 @@ class _Code:
 
     def emit(self, g: str, pos: str, value: str | None = None) -> str:
         lv = self.level(pos)
+        if self.stream:
+            return "".join(f"sdfg_scan_put(p_{c} + o_{c} + {lv} * s_{c}, "
+                           f"{value if value is not None else f'c{i}[{g}]'}, s_{c} == 1);\n"
+                           for c, i in self.op.outputs.items())
         return "".join(f"p_{c}[o_{c} + {lv} * s_{c}] = {value if value is not None else f'c{i}[{g}]'};\n"
                        for c, i in self.op.outputs.items())
 
@@ -203,6 +233,59 @@ def _offsets_code(code: _Code) -> str:
     return head + f"if (nch > 0) {{\n{load}for (long long j = 1; j < nch; ++j) {{\n{elems}{step}{store}}}\n}}\n"
 
 
+def _chain_code(code: _Code, group: int) -> str:
+    """The offsets of chunks ``j0 .. j0 + group - 1`` of column ``col`` in place, ``P[j] = step(P[j-1],
+    T[j])``: the operations of :func:`_offsets_code`, for one group, after the groups before it."""
+    load = "".join(f"c{i}[0] = p_tot{i}[col * nch + j - 1];\n" for i in range(code.nc))
+    elems = "".join(f"const {code.op.ctype} e{i} = p_tot{i}[col * nch + j];\n" for i in range(code.nc))
+    store = "".join(f"p_tot{i}[col * nch + j] = c{i}[0];\n" for i in range(code.nc))
+    return (code.carries(1) + f"const long long je = (j0 + {group} < nch) ? j0 + {group} : nch;\n"
+            f"for (long long j = (j0 > 0 ? j0 : 1); j < je; ++j) {{\n{load}{elems}"
+            f"{code.assign(code.op.step, '0')}{store}}}\n")
+
+
+def _cpu_code(code: _Code, group: int) -> str:
+    """The CPU program: one OpenMP loop over columns where the columns fill the threads, each column
+    walking its groups of chunks in order (totals, offsets, rescan of a group while it is in cache:
+    the inputs are read from memory once); else the three passes, each a loop over tasks. Both run
+    the same operations on the same values, so the bits do not depend on the thread count."""
+    code.stream = True
+    head = (f"const long long nk = {code.nk};\nconst long long C = {code.chunk};\n"
+            f"const long long nch = (nk + C - 1) / C;\nconst long long ncol = {code.ncol};\n"
+            f"const long long ntc = (nch + {group} - 1) / {group};\n"
+            + "".join(f"{code.op.ctype}* const q_tot{i} = p_tot{i};\n" for i in range(code.nc)))
+    totals, rescan = _pass_code(code, group, False), _pass_code(code, group, True)
+    offsets = _offsets_code(code)
+    return head + f"""if (ncol >= (long long)omp_get_max_threads() || nch <= {group}) {{
+  #pragma omp parallel for schedule(static)
+  for (long long _cc = 0; _cc < ncol; ++_cc) {{
+    for (long long _u = 0; _u < ntc; ++_u) {{
+      const long long _t = _cc * ntc + _u;
+      {{
+{totals}      }}
+      {{
+        const long long col = _cc, j0 = _u * {group};
+{_chain_code(code, group)}      }}
+      {{
+{rescan}      }}
+    }}
+    sdfg_scan_fence();
+  }}
+}} else {{
+  #pragma omp parallel for schedule(static)
+  for (long long _t = 0; _t < ncol * ntc; ++_t) {{
+{totals}  }}
+  #pragma omp parallel for schedule(static)
+  for (long long _c = 0; _c < ncol; ++_c) {{
+{offsets}  }}
+  #pragma omp parallel for schedule(static)
+  for (long long _t = 0; _t < ncol * ntc; ++_t) {{
+{rescan}    sdfg_scan_fence();
+  }}
+}}
+"""
+
+
 def build_parallel_prefix(node: ColumnNode, state: dace.SDFGState, op: PrefixOp, chunk: int) -> dace.SDFG:
     """The expansion SDFG of ``op`` on ``node`` (module docstring)."""
     if chunk < 1:
@@ -240,6 +323,18 @@ def build_parallel_prefix(node: ColumnNode, state: dace.SDFGState, op: PrefixOp,
             st.add_memlet_path(t, mx, st.add_write(c), src_conn="p_" + c, memlet=full(c))
         return st
 
+    if not on_gpu:
+        st = sdfg.add_state("parallel_prefix", is_start_block=True)
+        t = st.add_tasklet(f"{node.label}_parallel_prefix", {"p_" + c: dtypes.pointer(dtype)
+                                                             for c in op.inputs + op.col_inputs},
+                           {"p_" + c: dtypes.pointer(dtype) for c in list(op.outputs) + tots},
+                           _cpu_code(code, group), language=dtypes.Language.CPP,
+                           code_global=STREAM_STORES)
+        for c in op.inputs + op.col_inputs:
+            st.add_edge(st.add_read(c), None, t, "p_" + c, full(c))
+        for c in list(op.outputs) + tots:
+            st.add_edge(t, "p_" + c, st.add_write(c), None, full(c))
+        return sdfg
     tasks = f"0:({code.ncol}) * int_ceil({nch}, {group})"
     # pass 2 reads the totals through q_tot* and updates them in place through p_tot* (same memory)
     alias = "".join(f"(void)q_tot{i};\n" for i in range(code.nc))
