@@ -126,13 +126,14 @@ def bench_dycore_pair(size: tuple[int, int], samples: int, repeat: int) -> list[
     return rows
 
 
-def _graupel_blocked(impl: str, reproducibility: str):
+def _graupel_blocked(impl: str, reproducibility: str, vectorize_maps: bool = False):
     """``graupel_run_dyn`` after ``optimize`` with its scan pinned to ``impl``."""
     from sdfg_scan.nodes.scan import Scan
 
     form = "graupel_run_dyn.opt_nohooks"
     sdfg = fx.load(form)
-    sdfg_scan.optimize(sdfg, target="cpu", reproducibility=reproducibility, inplace=GRAUPEL_INPLACE)
+    sdfg_scan.optimize(sdfg, target="cpu", reproducibility=reproducibility, inplace=GRAUPEL_INPLACE,
+                       vectorize_maps=vectorize_maps)
     for n, _ in sdfg.all_nodes_recursive():
         if isinstance(n, Scan):
             n.implementation = impl
@@ -150,30 +151,25 @@ def _compile_default_flags(sdfg):
     return sdfg.compile()
 
 
-def _state_profile(sdfg, kw: dict, top: int = 4) -> str:
-    """Per-state wall time of one call (DaCe timer instrumentation on the top-level states)."""
-    import copy
-
-    import dace
-
-    sdfg = copy.deepcopy(sdfg)
-    for st in sdfg.states():
-        st.instrument = dace.InstrumentationType.Timer
-    c = fx.compile_once(f"profile_{id(sdfg)}", sdfg)
-    c(**fx.fresh(kw))
-    rep = sdfg.get_latest_report()
-    if rep is None:
-        return "no instrumentation report"
-    times: dict[str, float] = {}
-    for ev in rep.events:
-        if ev.get("ph") == "X":
-            times[ev["name"]] = times.get(ev["name"], 0.0) + ev["dur"] / 1e3
-    total = sum(times.values()) or 1.0
-    worst = sorted(times.items(), key=lambda x: -x[1])[:top]
-    return ", ".join(f"{k} {v:.1f} ms ({100 * v / total:.0f}%)" for k, v in worst)
+def _replay_error(label: str, ref: dict, rep: dict) -> list[str]:
+    """Per output: max relative difference to the IEEE-strict build, share beyond rtol 1e-6, new NaN/Inf,
+    flipped boolean (branch) outputs."""
+    rows = []
+    for n in sorted(ref):
+        x, y = ref[n], rep[n]
+        if np.array_equal(x, y, equal_nan=True):
+            continue
+        if x.dtype.kind != "f":
+            rows.append(f"  {label} {n:8}: {int(np.sum(x != y))} entries differ")
+            continue
+        fin = np.isfinite(x)
+        rel = np.where(fin, np.abs(x - y) / np.maximum(np.abs(x), np.finfo(float).tiny), 0.0)
+        rows.append(f"  {label} {n:8}: max rel {rel.max():.2e}, entries beyond rtol 1e-6 "
+                    f"{100 * np.mean(rel > 1e-6):.4f}%, new NaN/Inf {int(np.sum(fin & ~np.isfinite(y)))}")
+    return rows or [f"  {label}: every output bitwise equal to the IEEE-strict build"]
 
 
-def bench_graupel_blocked(size: tuple[int, int], samples: int, profile: bool = False) -> list[str]:
+def bench_graupel_blocked(size: tuple[int, int], samples: int) -> list[str]:
     """``graupel_run_dyn`` at ``size``: gt4py's SDFG (DaCe default flags; IEEE-strict) vs the ``blocked``
     (exact) and ``blocked_simd`` (replay) expansions; exact is checked bitwise against the IEEE-strict
     build, replay against rtol 1e-6 on 99.9 % of every output's entries and for new NaN/Inf."""
@@ -185,7 +181,9 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int, profile: bool = F
                 "gt4py IEEE-strict": fx.compile_once("bench_graupel_strict", fx.load(form)),
                 "blocked (exact)": fx.compile_once("bench_graupel_blocked", _graupel_blocked("blocked", "exact")),
                 "blocked_simd (replay)": fx.compile_once("bench_graupel_blocked_simd",
-                                                         _graupel_blocked("blocked_simd", "replay"))}
+                                                         _graupel_blocked("blocked_simd", "replay")),
+                "+ vectorize_maps (replay)": fx.compile_once("bench_graupel_vmaps",
+                                                            _graupel_blocked("blocked_simd", "replay", True))}
     outs = {}
     for k, c in variants.items():
         a = fx.fresh(kw)
@@ -194,15 +192,9 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int, profile: bool = F
     fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["blocked (exact)"])
     rows = [f"graupel_run_dyn {ncells}x{nlev}: {100 * wet:.0f}% of the (cell, level) points hold precipitation; "
             "blocked (exact) bitwise equal to the IEEE-strict build"]
-    ref, rep = outs["gt4py IEEE-strict"], outs["blocked_simd (replay)"]
-    for n in sorted(ref):
-        x, y = ref[n], rep[n]
-        if x.dtype.kind != "f" or np.array_equal(x, y, equal_nan=True):
-            continue
-        fin = np.isfinite(x)
-        rel = np.where(fin, np.abs(x - y) / np.maximum(np.abs(x), np.finfo(float).tiny), 0.0)
-        rows.append(f"  replay error {n:8}: max rel {rel.max():.2e}, entries beyond rtol 1e-6 "
-                    f"{100 * np.mean(rel > 1e-6):.4f}%, new NaN/Inf {int(np.sum(fin & ~np.isfinite(y)))}")
+    ref = outs["gt4py IEEE-strict"]
+    for label in ("blocked_simd (replay)", "+ vectorize_maps (replay)"):
+        rows += _replay_error(label, ref, outs[label])
     times = {k: [] for k in variants}
     for _ in range(samples):   # interleaved: load changes on the shared machine hit every variant alike
         for k, c in variants.items():
@@ -211,9 +203,6 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int, profile: bool = F
     for k, t in times.items():
         rows.append(f"  {k:22} min {min(t):.3e} s  med {np.median(t):.3e} s  speed-up vs default flags "
                     f"{base / min(t):5.2f}")
-    if profile:
-        for k, sd in (("gt4py IEEE-strict", fx.load(form)), ("blocked (exact)", _graupel_blocked("blocked", "exact"))):
-            rows.append(f"  profile {k}: {_state_profile(sd, kw)}")
     return rows
 
 
@@ -224,13 +213,12 @@ def main(argv=None) -> int:
     ap.add_argument("--samples", type=int, default=7)
     ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--only", choices=("all", "dycore_pair", "graupel_blocked"), default="all")
-    ap.add_argument("--profile", action="store_true", help="graupel_blocked: per-state times (DaCe timers)")
     a = ap.parse_args(argv)
     if not fx.available():
         print(fx.SKIP_REASON)
         return 0
     if a.only == "graupel_blocked":
-        print("\n".join(bench_graupel_blocked((a.ncells, a.nlev), a.samples, a.profile)))
+        print("\n".join(bench_graupel_blocked((a.ncells, a.nlev), a.samples)))
         return 0
     pair_rows = bench_dycore_pair((a.ncells, a.nlev), a.samples, max(1, a.repeat // 10))
     if a.only == "dycore_pair":
@@ -251,7 +239,7 @@ def main(argv=None) -> int:
         applied = ", ".join(f"{k}={v}" for k, v in counts.items())
         print(f"{label:28} {size:>12} {base:>14} {tb:11.3e} {to:11.3e} {tb / to:9.2f}  {applied}")
     print("\n".join(pair_rows))
-    print("\n".join(bench_graupel_blocked((a.ncells, a.nlev), a.samples, a.profile)))
+    print("\n".join(bench_graupel_blocked((a.ncells, a.nlev), a.samples)))
     return 0
 
 

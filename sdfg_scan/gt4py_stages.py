@@ -54,16 +54,10 @@ class LiftStage:
 
 
 def _optimize_without_gpu_transform(sdfg: dace.SDFG, reproducibility: str):
-    """``optimize(target="gpu")`` applies DaCe's GPU transformation, which gt4py does itself later:
-    lift with ``target="gpu"`` while that transformation is made a no-op for this call."""
+    """``optimize(target="gpu")`` without DaCe's GPU transformation, which gt4py applies itself later."""
     from sdfg_scan import optimize
 
-    original = dace.SDFG.apply_gpu_transformations
-    dace.SDFG.apply_gpu_transformations = lambda self, *a, **k: None  # type: ignore[method-assign]
-    try:
-        return optimize(sdfg, target="gpu", reproducibility=reproducibility)
-    finally:
-        dace.SDFG.apply_gpu_transformations = original  # type: ignore[method-assign]
+    return optimize(sdfg, target="gpu", reproducibility=reproducibility, gpu_transform=False)
 
 
 def pin_exact(sdfg: dace.SDFG) -> list[str]:

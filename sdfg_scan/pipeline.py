@@ -19,7 +19,10 @@ available is skipped and named in the report):
    whose scan is a plain cumulative sum by one N-d ``CumulativeScan`` (counted as
    ``scans_specialised``; such scans are no longer ``Scan`` nodes, so they leave ``scans_after``);
 4. ``LiftCellMap``: each lifted scan takes gt4py's map over cells into its node
-   (``columns="cells"``), so that the schedule over cells is the expansion's choice;
+   (``columns="cells"``), so that the schedule over cells is the expansion's choice; with
+   ``vectorize_maps=True`` under ``replay``/``approx`` on the CPU (opt-in, experimental),
+   ``VectorizeCellMap`` writes each top-level pointwise map over cells as one loop nest with an
+   ``omp simd`` cell loop and vector math (``maps_vectorized``);
 5. for ``target="gpu"`` apply DaCe's GPU transformation; choose one implementation per sdfg_scan
    node (:func:`sdfg_scan.select.select_expansions`: cost model, autotune cache, reproducibility
    floor). **Nothing is expanded**: the SDFG keeps its sdfg_scan nodes (DaCe expands them when it
@@ -89,6 +92,7 @@ class OptimizeReport:
     outputs_in_place: int = 0
     scans_specialised: int = 0
     scans_with_cells: int = 0
+    maps_vectorized: int = 0
     flags: list[str] = field(default_factory=list)
     nodes: list = field(default_factory=list)   # every sdfg_scan node's Choice (sdfg_scan.choice.Choice)
 
@@ -98,7 +102,8 @@ class OptimizeReport:
                 f"lifted {self.scans_lifted}, copies removed {self.copies_removed}, carry slots removed "
                 f"{self.carries_removed} / demoted {self.carries_demoted}, branches peeled {self.branches_peeled}, "
                 f"scans fused {self.scans_fused} / split {self.scans_split}, outputs in place {self.outputs_in_place}, "
-                f"specialised {self.scans_specialised}, own their cell map {self.scans_with_cells}",
+                f"specialised {self.scans_specialised}, own their cell map {self.scans_with_cells}, "
+                f"pointwise maps vectorised {self.maps_vectorized}",
                 "compiler flags: " + (" ".join(self.flags) if self.flags else "the program's own (none added)")]
         head = ("scan", "kind", "dir", "levels", "lifted", "copies-", "carries", "peeled", "impl (class)")
         body = [(s.label, s.kind, s.direction, s.levels, str(s.lifted), str(s.copies_removed),
@@ -166,7 +171,8 @@ def _canonicalise_body(node, report: OptimizeReport) -> tuple[int, int, int, int
 
 
 def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact",
-             inplace: dict[str, str] | None = None) -> OptimizeReport:
+             inplace: dict[str, str] | None = None, vectorize_maps: bool = False,
+             gpu_transform: bool = True) -> OptimizeReport:
     """Optimise every column scan of ``sdfg`` in place and return what was done.
 
     :param target: ``"cpu"`` or ``"gpu"`` (applies DaCe's GPU transformation before selection).
@@ -175,6 +181,11 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         ``q_out_k`` = ``q_in_k`` and ``t_out`` = ``te``); ``ScanOutputsInPlace`` then writes those outputs
         in place and drops their identity copies (each pair is checked; an illegal pair is left alone).
         Only pass pairs the caller really aliases: the outputs are no longer written otherwise.
+    :param gpu_transform: ``target="gpu"`` applies DaCe's GPU transformation unless this is False
+        (gt4py's hooks: gt4py applies its own later).
+    :param vectorize_maps: under ``replay``/``approx`` on the CPU, apply ``VectorizeCellMap`` to the
+        top-level pointwise maps (experimental: on graupel GCC vectorises two of its three maps, not
+        the largest one yet).
     """
     if target not in TARGETS:
         raise ValueError(f"sdfg_scan.optimize: target must be one of {TARGETS}, got '{target}'")
@@ -224,8 +235,14 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         report.scans_specialised += _apply(sdfg, name, report)
     # 4. each lifted scan takes its map over cells (the schedule over cells becomes an expansion)
     report.scans_with_cells = _apply(sdfg, TAKE_CELLS, report)
+    # 4b. replay on the CPU: the top-level pointwise maps as vectorised loop nests (vector math)
+    if vectorize_maps and target == "cpu" and reproducibility != "exact":
+        from sdfg_scan.transformations.vectorize_cell_map import vectorize_cell_maps
+
+        report.maps_vectorized = vectorize_cell_maps(sdfg)
+        report.applied["VectorizeCellMap"] = report.maps_vectorized
     # 5. select (nothing is expanded)
-    if target == "gpu":
+    if target == "gpu" and gpu_transform:
         sdfg.apply_gpu_transformations()
     sdfg.validate()
     report.nodes = select_expansions(sdfg, target=target, reproducibility=reproducibility)

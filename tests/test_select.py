@@ -110,3 +110,17 @@ def test_optimize_pins_the_strict_flags_even_without_a_scan():
     x = np.arange(4.0)
     sdfg(x=x)
     assert x[1] == 1.0
+
+
+def test_optimize_for_the_gpu_without_the_gpu_transformation():
+    """gt4py's hooks (gt4py lowers a GPU program with its fields in device memory and applies its own
+    GPU transformation later): ``gpu_transform=False`` chooses GPU expansions and transforms nothing."""
+    sdfg, _ = _reduce("cell", op="sum")
+    for d in sdfg.arrays.values():
+        d.storage = dace.StorageType.GPU_Global
+    states = len(list(sdfg.all_states()))
+    report = sdfg_scan.optimize(sdfg, target="gpu", reproducibility="exact", gpu_transform=False)
+    assert len(list(sdfg.all_states())) == states   # no copy-in/copy-out states added
+    assert not any(isinstance(n, dace.nodes.MapEntry) and n.map.schedule == dace.ScheduleType.GPU_Device
+                   for n, _ in sdfg.all_nodes_recursive())
+    assert report.nodes and all(c.target == "gpu" for c in report.nodes)

@@ -46,3 +46,7 @@ __all__.append("ScanPairToTridiagonal")
 from sdfg_scan.transformations.lift_cell_map import LiftCellMap  # noqa: E402,F401
 
 __all__.append("LiftCellMap")
+
+from sdfg_scan.transformations.vectorize_cell_map import VectorizeCellMap  # noqa: E402,F401
+
+__all__.append("VectorizeCellMap")

@@ -79,7 +79,9 @@ class VectorMath:
     cmake_variables: dict[str, str] = {}
     cmake_includes: list[str] = []
     cmake_libraries: list[str] = ["mvec"]
-    cmake_compile_flags = ["-fopenmp-simd"]
+    # after the program's flags: ``-fno-fast-math`` (ExactArithmetic) turns errno-setting math back on,
+    # and a call that may set errno is never vectorised (errno changes no value)
+    cmake_compile_flags = ["-fopenmp-simd", "-fno-math-errno"]
     cmake_link_flags: list[str] = []
     cmake_files: list[str] = []
     headers: list[str] = []
@@ -186,7 +188,8 @@ def kernel(node, state: dace.SDFGState, if_convert: bool, block: int = BLOCK) ->
         d = body.arrays[h]
         if not isinstance(d, dt.Scalar) and d.total_size != 1:
             raise Unsupported(f"carried transient '{h}' is not a scalar")
-        hoist_lines.append(f"alignas(64) {d.dtype.ctype} _h_{h}[{block}];")
+        ctype = "unsigned char" if if_convert and d.dtype.ctype == "bool" else d.dtype.ctype   # BodyWriter.storage
+        hoist_lines.append(f"alignas(64) {ctype} _h_{h}[{block}];")
         top.data[h] = Ref(d.dtype.ctype, lvalue=f"_h_{h}[{LANE}]")
 
     def part(blocks, simd: bool) -> list[str]:

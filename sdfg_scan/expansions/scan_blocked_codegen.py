@@ -14,7 +14,10 @@ written out as straight-line C++ per cell, the way DaCe's CPU code generator wou
 - a ``ConditionalBlock`` becomes a per-cell ``if`` / ``else if`` (``if_convert=False``), or, with
   ``if_convert=True`` and when its branches only assign per-cell values, every branch is computed into
   temporaries and the results are selected (``c ? a : b``), which lets a compiler vectorise the loop
-  over cells with masks; a branch that writes memory keeps the ``if`` (the correct fallback).
+  over cells with masks. An element of memory written in every branch (an ``else`` included: the
+  element is written whatever the condition) is selected like a value and written once after the
+  block; a branch that writes memory the other branches do not keeps the ``if`` (the correct
+  fallback: no address is read or written that the program would not touch).
 
 Anything else (loops inside the body, conditional or assigning interstate edges, streams, views,
 write-conflict resolution, non-Python tasklets, transient arrays of symbolic size) raises
@@ -33,6 +36,7 @@ from dace import data as dt
 from dace import subsets, symbolic
 from dace.codegen import cppunparse
 from dace.codegen.targets.cpp import DaCeKeywordRemover, sym2cpp
+from dace.properties import CodeBlock
 from dace.sdfg import nodes
 from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, LoopRegion
 from dace.sdfg.utils import dfs_topological_sort
@@ -101,17 +105,26 @@ class Writer:
 
 def _chain(cfg: ControlFlowRegion) -> list:
     """The blocks of ``cfg`` in order; it must be a chain of unconditional, non-assigning edges."""
+    blocks = _chain_assigning(cfg)
+    for b, assigns in blocks:
+        if assigns:
+            raise Unsupported(f"the edge after '{b.label}' is conditional or assigns symbols")
+    return [b for b, _ in blocks]
+
+
+def _chain_assigning(cfg: ControlFlowRegion) -> list:
+    """``(block, symbol assignments on the edge after it)`` in order; a chain of unconditional edges."""
     out, b, seen = [], cfg.start_block, set()
     while b is not None:
         if b in seen:
             raise Unsupported(f"the control flow of '{cfg.label}' has a cycle outside a LoopRegion")
         seen.add(b)
-        out.append(b)
         edges = cfg.out_edges(b)
         if len(edges) > 1:
             raise Unsupported(f"block '{b.label}' branches through interstate edges")
-        if edges and (not edges[0].data.is_unconditional() or edges[0].data.assignments):
-            raise Unsupported(f"the edge after '{b.label}' is conditional or assigns symbols")
+        if edges and not edges[0].data.is_unconditional():
+            raise Unsupported(f"the edge after '{b.label}' is conditional")
+        out.append((b, dict(edges[0].data.assignments) if edges else {}))
         b = edges[0].dst if edges else None
     if len(out) != len(cfg.nodes()):
         raise Unsupported(f"'{cfg.label}' is not a chain of blocks")
@@ -143,6 +156,38 @@ VECTOR_FUNCTIONS = {"exp": "_sdfg_scan_vexp", "log": "_sdfg_scan_vlog", "pow": "
 """``dace::math::f`` -> the ``omp declare simd`` wrappers of glibc's ``f`` (``scan_blocked.VECTOR_MATH``)."""
 
 
+class _MaskLogic(ast.NodeTransformer):
+    """``a or b`` / ``a and b`` over bools as ``a | b`` / ``a & b`` (if-converted bodies): the same values
+    (the operands are connector reads and comparisons, which have no effects), and GCC vectorises
+    them as mask operations instead of the short-circuit branch it makes of ``||``."""
+
+    def __init__(self, types: dict):
+        self.types = types
+
+    def boolean(self, n) -> bool:
+        if isinstance(n, ast.Compare):
+            return True
+        if isinstance(n, ast.Constant):
+            return isinstance(n.value, bool)
+        if isinstance(n, ast.Name):
+            return self.types.get(n.id) == dace.bool_
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+            return self.boolean(n.operand)
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.BitOr, ast.BitAnd)):
+            return self.boolean(n.left) and self.boolean(n.right)
+        return False
+
+    def visit_BoolOp(self, node):
+        self.generic_visit(node)
+        if not all(self.boolean(v) for v in node.values):
+            return node
+        op = ast.BitOr() if isinstance(node.op, ast.Or) else ast.BitAnd()
+        out = node.values[0]
+        for v in node.values[1:]:
+            out = ast.BinOp(left=out, op=op, right=v)
+        return ast.copy_location(out, node)
+
+
 def _vector_math(text: str) -> str:
     """Calls of ``dace::math::exp/log/pow`` on doubles -> the simd-declared wrappers (libmvec when vectorised)."""
     for f, v in VECTOR_FUNCTIONS.items():
@@ -157,6 +202,8 @@ class BodyWriter:
         self.w, self.if_convert = w, if_convert
         self.overrides: list[dict[str, str]] = []   # if-converted branches: lvalue -> temporary
         self.temps: list[list[tuple[str, str, str]]] = []
+        self.declared: dict[str, int] = {}   # local -> if-converted branch depth where it is declared
+        self.memory_texts: dict[str, str] = {}   # memory elements written in if-converted branches -> type
 
     # -- values ---------------------------------------------------------------------------------
     def lv(self, text: str) -> str:
@@ -168,34 +215,68 @@ class BodyWriter:
     def store(self, ref: Ref, index: list[str], ctype: str) -> str:
         """The lvalue to write element ``index`` of ``ref`` (a temporary inside an if-converted branch)."""
         text = ref.at(index)
-        if not self.overrides:
+        if not self.overrides or self._branch_local(text):
             return text
-        if ref.memory:
-            raise _Fallback(text)
         cur = self.lv(text)
         if text in self.overrides[-1]:
             return cur
+        if ref.memory:
+            # an element of memory: written after the block, selected, where every branch writes it
+            # (checked in _select); its old value is never selected, so it is not read
+            self.memory_texts[text] = ref.ctype
+            if cur == text:
+                cur = f"{ref.ctype}{{}}"
         tmp = self.w.fresh("sel")
-        self.temps[-1].append((tmp, cur, ref.ctype))
+        self.temps[-1].append((tmp, cur, self.storage(ref.ctype)))
         self.overrides[-1][text] = tmp
         return tmp
 
+    def put(self, ref: Ref, index: list[str], ctype: str, value: str) -> None:
+        """``ref[index] = value`` (a bool kept as a byte, :meth:`storage`, converts exactly)."""
+        self.w(f"{self.store(ref, index, ctype)} = {value};")
+
+    def storage(self, ctype: str) -> str:
+        """The C++ type a value of ``ctype`` is kept in. If-converted bodies keep bools as bytes (0/1,
+        converted exactly both ways): a select between two bytes vectorises where one between two
+        masks (GCC's vector bools) does not."""
+        return "unsigned char" if self.if_convert and ctype == "bool" else ctype
+
+    def _branch_local(self, text: str) -> bool:
+        """``text`` is a variable declared inside the innermost if-converted branch (a nested SDFG's
+        transient): written directly, it exists only there."""
+        return self.declared.get(text.split("[", 1)[0], -1) >= len(self.overrides)
+
     def load(self, ref: Ref, index: list[str]) -> str:
-        return self.lv(ref.at(index))
+        text = ref.at(index)
+        cur = self.lv(text)
+        if self.if_convert and ref.ctype == "bool" and cur == text:
+            if ref.memory and not text.startswith("_h_") and text.split("[", 1)[0] not in self.declared:
+                # a bool of the program's memory read as a comparison: GCC vectorises it as a mask,
+                # like the bools the comparisons make (a plain bool load is a byte it cannot mix with masks)
+                return f"(reinterpret_cast<const unsigned char&>({text}) != 0)"
+            return f"({text} != 0)"   # kept as a byte (storage)
+        return cur
 
     # -- control flow ---------------------------------------------------------------------------
     def region(self, cfg: ControlFlowRegion, scope: Scope) -> None:
-        for b in _chain(cfg):
-            if isinstance(b, dace.SDFGState):
-                self.state(b, scope)
-            elif isinstance(b, ConditionalBlock):
-                self.conditional(b, scope)
-            elif isinstance(b, LoopRegion):
-                raise Unsupported(f"loop '{b.label}' inside the level loop")
-            elif isinstance(b, ControlFlowRegion):
-                self.region(b, scope)
-            else:
-                raise Unsupported(f"block '{b.label}' is a {type(b).__name__}")
+        for b, assigns in _chain_assigning(cfg):
+            self._block(b, scope)
+            for sym, expr in assigns.items():   # a symbol set on the edge: a local for the blocks after
+                name = self.w.fresh("a")
+                self.w(f"const auto {name} = {self.condition(CodeBlock(expr), scope)};")
+                scope.syms[sym] = name
+
+    def _block(self, b, scope: Scope) -> None:
+        if isinstance(b, dace.SDFGState):
+            self.state(b, scope)
+        elif isinstance(b, ConditionalBlock):
+            self.conditional(b, scope)
+        elif isinstance(b, LoopRegion):
+            raise Unsupported(f"loop '{b.label}' inside the level loop")
+        elif isinstance(b, ControlFlowRegion):
+            self.region(b, scope)
+        else:
+            raise Unsupported(f"block '{b.label}' is a {type(b).__name__}")
 
     def condition(self, code, scope: Scope) -> str:
         tree = copy.deepcopy(code.code[0] if isinstance(code.code, list) else code.code)
@@ -206,6 +287,9 @@ class BodyWriter:
                 if ref.lvalue is None and not isinstance(scope.sdfg.arrays[n.id], dt.Scalar):
                     raise Unsupported(f"condition reads array '{n.id}'")
                 names[n.id] = f"({self.load(ref, [])})"
+        if self.if_convert:
+            types = {n: d.dtype for n, d in scope.sdfg.arrays.items() if n in scope.data}
+            tree = _MaskLogic(types).visit(tree)
         tree = _Rename(names, {}, scope).visit(tree)
         return cppunparse.pyexpr2cpp(tree)
 
@@ -257,6 +341,9 @@ class BodyWriter:
         self.w.lines[decl_at:decl_at] = [f"{pad}{t} {n} = {v};" for n, v, t in all_temps]
         targets = list(dict.fromkeys(k for p in picks for k in p))
         for text in targets:
+            if text in self.memory_texts and (None not in flags or not all(text in p for p in picks)):
+                raise _Fallback(text)   # memory some branch does not write: the plain ``if`` keeps it exact
+        for text in targets:
             dst = self.store_target(text)
             value = self.lv(text)
             for f, p in reversed(list(zip(flags, picks, strict=True))):
@@ -267,14 +354,17 @@ class BodyWriter:
 
     def store_target(self, text: str) -> str:
         """An lvalue written after an if-converted block (itself a temporary of an outer one)."""
-        if not self.overrides:
+        if not self.overrides or self._branch_local(text):
             return text
         if text in self.overrides[-1]:
             return self.overrides[-1][text]
         tmp = self.w.fresh("sel")
-        cur = self.lv(text)
+        cur, ctype = self.lv(text), "auto"
+        if text in self.memory_texts:
+            ctype = self.memory_texts[text]
+            cur = f"{ctype}{{}}" if cur == text else cur
         # declared where the enclosing branch starts (its temps are hoisted there)
-        self.temps[-1].append((tmp, cur, "auto"))
+        self.temps[-1].append((tmp, cur, ctype))
         self.overrides[-1][text] = tmp
         return tmp
 
@@ -288,15 +378,20 @@ class BodyWriter:
                 for e in st.out_edges(n):
                     if isinstance(e.dst, nodes.AccessNode):
                         self.copy(st, e, scope)
-            elif isinstance(n, nodes.Tasklet):
-                self.tasklet(st, n, scope)
-            elif isinstance(n, nodes.NestedSDFG):
-                self.nested(st, n, scope)
             else:
-                raise Unsupported(f"node '{n}' is a {type(n).__name__}")
+                self.compute(st, n, scope)
         for e in st.edges():
             if e.data.wcr is not None:
                 raise Unsupported(f"memlet '{e.data}' has write-conflict resolution")
+
+    def compute(self, st, n, scope: Scope) -> None:
+        """A tasklet or a nested SDFG (anything else is :class:`Unsupported`)."""
+        if isinstance(n, nodes.Tasklet):
+            self.tasklet(st, n, scope)
+        elif isinstance(n, nodes.NestedSDFG):
+            self.nested(st, n, scope)
+        else:
+            raise Unsupported(f"node '{n}' is a {type(n).__name__}")
 
     def copy(self, st, e, scope: Scope) -> None:
         m = e.data
@@ -308,7 +403,7 @@ class BodyWriter:
         if ssub is None or dsub is None or ssub.num_elements() != 1 or dsub.num_elements() != 1:
             raise Unsupported(f"copy '{e.src.data}' -> '{e.dst.data}' moves more than one element")
         value = self.load(src, scope.index(ssub))
-        self.w(f"{self.store(dst, scope.index(dsub), dst.ctype)} = {value};")
+        self.put(dst, scope.index(dsub), dst.ctype, value)
 
     def tasklet(self, st, t: nodes.Tasklet, scope: Scope) -> None:
         if t.language != dace.Language.Python:
@@ -353,6 +448,8 @@ class BodyWriter:
         known = {**{s: dace.int64 for s in scope.syms}, **types}
         for stmt in t.code.code:
             stmt = remover.visit(copy.deepcopy(stmt))
+            if self.if_convert:
+                stmt = _MaskLogic(types).visit(stmt)
             stmt = _Rename({s: c for s, c in scope.syms.items() if s not in types}, arrays, scope).visit(stmt)
             out = io.StringIO()
             cppunparse.CPPUnparser(stmt, 0, locs, out, defined_symbols=dict(known))
@@ -362,7 +459,7 @@ class BodyWriter:
             for line in text.splitlines():
                 self.w(line)
         for conn, ref, index, dtype in outs:
-            self.w(f"{self.store(ref, index, dtype.ctype)} = {conn};")
+            self.put(ref, index, dtype.ctype, conn)
         self.w.depth -= 1
         self.w("}")
 
@@ -407,12 +504,13 @@ class BodyWriter:
 
     def local(self, cname: str, desc, scope: Scope) -> Ref:
         """A per-cell transient: a scalar local, or a small array of constant size."""
+        self.declared[cname] = len(self.overrides)
         if isinstance(desc, dt.Scalar) or (isinstance(desc, dt.Array) and desc.total_size == 1):
-            self.w(f"{desc.dtype.ctype} {cname};")
+            self.w(f"{self.storage(desc.dtype.ctype)} {cname};")
             return Ref(desc.dtype.ctype, lvalue=cname)
         if not isinstance(desc, dt.Array) or symbolic.issymbolic(desc.total_size):
             raise Unsupported(f"transient '{cname}' is not a scalar or an array of constant size")
-        self.w(f"{desc.dtype.ctype} {cname}[{desc.total_size}];")
+        self.w(f"{self.storage(desc.dtype.ctype)} {cname}[{desc.total_size}];")
         return Ref(desc.dtype.ctype, base=cname, strides=[scope.expr(s) for s in desc.strides], memory=True)
 
 

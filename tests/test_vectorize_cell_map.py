@@ -1,0 +1,67 @@
+"""``VectorizeCellMap`` (replay, opt-in): a top-level pointwise map over cells as one loop nest with an
+``omp simd`` cell loop, if-converted branches and vector math; checked against the original program
+(same values within rounding of the vector math), and its refusals leave the SDFG untouched."""
+
+
+import copy
+
+import dace
+import numpy as np
+import pytest
+
+from sdfg_scan.transformations.vectorize_cell_map import VectorizeCellMap, vectorize_cell_maps
+
+K, N = dace.symbol("K"), dace.symbol("N")
+
+
+@dace.program
+def _pointwise(a: dace.float64[K, N], b: dace.float64[K, N], flag: dace.bool_[K, N]):
+    for k, i in dace.map[0:K, 0:N]:
+        if a[k, i] > 0.5:
+            b[k, i] = a[k, i] ** 1.5 + np.exp(a[k, i])
+            flag[k, i] = True
+        else:
+            b[k, i] = 2.0 * a[k, i]
+            flag[k, i] = False
+
+
+@dace.program
+def _strided(a: dace.float64[N, K], b: dace.float64[N, K]):
+    for k, i in dace.map[0:K, 0:N]:
+        b[i, k] = a[i, k] * 2.0
+
+
+@pytest.fixture(scope="module")
+def programs():
+    base = _pointwise.to_sdfg(simplify=True)
+    vec = copy.deepcopy(base)
+    vec.name = "pointwise_vectorized"
+    assert vectorize_cell_maps(vec) == 1
+    vec.validate()
+    return base.compile(), vec.compile()
+
+
+@pytest.mark.parametrize("k, n", [(1, 1), (2, 3), (5, 257), (3, 1000)])
+def test_same_values_as_the_map(programs, k, n):
+    base, vec = programs
+    rng = np.random.default_rng(k * n)
+    a = rng.uniform(0.0, 1.0, (k, n))
+    out = [(np.zeros((k, n)), np.zeros((k, n), dtype=np.bool_)) for _ in range(2)]
+    base(a=a, b=out[0][0], flag=out[0][1], K=k, N=n)
+    vec(a=a, b=out[1][0], flag=out[1][1], K=k, N=n)
+    np.testing.assert_allclose(out[1][0], out[0][0], rtol=1e-13)
+    assert np.array_equal(out[1][1], out[0][1])
+
+
+def test_refused_where_the_cell_loop_is_not_unit_stride():
+    sdfg = _strided.to_sdfg(simplify=True)
+    before = copy.deepcopy(sdfg.to_json())
+    assert vectorize_cell_maps(sdfg) == 0
+    assert sdfg.to_json() == before
+    for state in sdfg.states():
+        for node in state.nodes():
+            if isinstance(node, dace.nodes.MapEntry):
+                x = VectorizeCellMap()
+                x.setup_match(sdfg, state.parent_graph.cfg_id, state.block_id,
+                              {VectorizeCellMap.map_entry: state.node_id(node)}, 0)
+                assert not x.can_be_applied(state, 0, sdfg)

@@ -1,0 +1,258 @@
+"""``VectorizeCellMap``: a top-level pointwise map over (levels x) cells as one vectorised C++ loop nest.
+
+gt4py lowers the pointwise part of a physics program (everything computed level by level before the
+scan reads it: rates, saturation values, ``where`` branches) to a map over ``[K, Cell]`` whose body is
+tasklets and nested SDFGs with ``ConditionalBlock`` s. DaCe writes each nested SDFG as a function
+called per point; GCC vectorises none of it, and every ``pow`` / ``exp`` is a scalar libm call (in
+graupel this map takes about half of the program's time once the scan is blocked).
+
+The transformation writes the map's body through the translator of the ``blocked_simd`` expansion
+(:mod:`sdfg_scan.expansions.scan_blocked_codegen`: DaCe's own tasklet unparser, branches that only
+assign values if-converted, ``exp``/``log``/``pow`` through glibc's vector math)::
+
+    map k, i in K x Cells:                 one tasklet:
+      body(k, i)                             parallel for (every other parameter, block of B cells):
+                                               omp simd for l < B: body(k, c0 + l)
+
+It is **replay**: the vector math differs from scalar libm in the last bits (deterministic for one
+machine and build). ``optimize(..., reproducibility="replay")`` applies it on the CPU, never under
+``exact``.
+
+Legality (``can_be_applied`` runs the translator; a refusal changes nothing): a top-level map (not
+inside another scope) with a default or CPU schedule, unit steps, whose innermost parameter indexes
+the unit-stride dimension of every array it writes; data in and out only through the map's own
+entry and exit (no dynamic map inputs, no write-conflict resolution); a body the translator writes
+(tasklets in Python, nested SDFGs whose control flow is a chain of states and conditionals, scalar
+transients). Anything else raises :class:`~sdfg_scan.expansions.scan_blocked_codegen.Unsupported`.
+"""
+
+from __future__ import annotations
+
+import re
+
+import dace
+from dace import data as dt
+from dace import dtypes
+from dace.codegen.targets.cpp import sym2cpp
+from dace.sdfg import nodes
+from dace.sdfg.utils import dfs_topological_sort
+from dace.transformation import transformation as xf
+
+from sdfg_scan.expansions.scan_blocked import BLOCK, VECTOR_MATH
+from sdfg_scan.expansions.scan_blocked_codegen import LANE, BodyWriter, Ref, Scope, Unsupported, Writer
+
+SCHEDULES = (dtypes.ScheduleType.Default, dtypes.ScheduleType.CPU_Multicore)
+
+
+def _outer_data(state: dace.SDFGState, entry: nodes.MapEntry) -> tuple[dict[str, str], dict[str, str]]:
+    """Containers read (entry side) and written (exit side) by the scope -> the access node's data."""
+    exit_ = state.exit_node(entry)
+    reads, writes = {}, {}
+    for e in state.in_edges(entry):
+        if e.data.data is None:
+            continue
+        if not isinstance(e.src, nodes.AccessNode) or not (e.dst_conn or "").startswith("IN_"):
+            raise Unsupported(f"map '{entry.map.label}' has a dynamic input '{e.dst_conn}'")
+        reads[e.src.data] = e.src.data
+    for e in state.out_edges(exit_):
+        if e.data.data is None:
+            continue
+        if not isinstance(e.dst, nodes.AccessNode):
+            raise Unsupported(f"map '{entry.map.label}' writes into a {type(e.dst).__name__}")
+        if e.data.wcr is not None:
+            raise Unsupported(f"map '{entry.map.label}' writes '{e.dst.data}' with write-conflict resolution")
+        writes[e.dst.data] = e.dst.data
+    return reads, writes
+
+
+def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
+               block: int = BLOCK) -> tuple[str, dict, dict]:
+    """The C++ of the vectorised loop nest, its input and output connectors (``name -> type``)."""
+    m = entry.map
+    if state.entry_node(entry) is not None or state.sdfg.parent_nsdfg_node is not None:
+        raise Unsupported(f"map '{m.label}' is not a top-level scope of the program")
+    if m.schedule not in SCHEDULES:
+        raise Unsupported(f"map '{m.label}' has schedule {m.schedule}")
+    for (_, _, step) in m.range.ndrange():
+        if dace.symbolic.inequal_symbols(step, 1):
+            raise Unsupported(f"map '{m.label}' has a non-unit step")
+    reads, writes = _outer_data(state, entry)
+    if not writes:
+        raise Unsupported(f"map '{m.label}' writes nothing")
+    cell = m.params[-1]
+    for name in writes:
+        desc = sdfg.arrays[name]
+        if isinstance(desc, dt.Scalar):
+            raise Unsupported(f"map '{m.label}' writes scalar '{name}'")
+    exit_ = state.exit_node(entry)
+    for e in state.in_edges(exit_):
+        if e.data.data is None:
+            continue
+        desc = sdfg.arrays[e.data.data]
+        sub = e.data.subset
+        unit = [d for d, s in enumerate(desc.strides) if str(s) == "1"]
+        if len(unit) != 1 or cell not in {str(f) for f in dace.symbolic.pystr_to_symbolic(
+                str(sub[unit[0]][0])).free_symbols}:
+            idx = [str(r[0]) for r in sub]
+            raise Unsupported(f"map '{m.label}': '{e.data.data}{idx}' is not unit-stride in '{cell}'")
+
+    syms = {str(s): str(s) for s in sdfg.symbols}
+    syms.update({p: f"_m_{p}" for p in m.params})
+    data: dict[str, Ref] = {}
+    ins, outs = {}, {}
+    for name in set(reads) | set(writes):
+        desc = sdfg.arrays[name]
+        if isinstance(desc, dt.Scalar):
+            ins[f"_r_{name}"] = desc.dtype
+            data[name] = Ref(desc.dtype.ctype, lvalue=f"_r_{name}")
+            continue
+        if type(desc) is not dt.Array:
+            raise Unsupported(f"map '{m.label}' accesses '{name}', a {type(desc).__name__}")
+        if any(str(o) != "0" for o in desc.offset):
+            raise Unsupported(f"array '{name}' has a non-zero offset")
+        base = f"_w_{name}" if name in writes else f"_r_{name}"
+        if name in reads:
+            ins[f"_r_{name}"] = dace.pointer(desc.dtype)
+        if name in writes:
+            outs[f"_w_{name}"] = dace.pointer(desc.dtype)
+        data[name] = Ref(desc.dtype.ctype, base=base, strides=[sym2cpp(s) for s in desc.strides], memory=True)
+    scope = Scope(sdfg, data, syms)
+
+    w = Writer()
+    w.depth = 2
+    bw = BodyWriter(w, if_convert=True)
+    inner = state.scope_subgraph(entry, include_entry=False, include_exit=False)
+    for n in inner.nodes():
+        if isinstance(n, nodes.AccessNode):
+            desc = sdfg.arrays[n.data]
+            if not desc.transient or not (isinstance(desc, dt.Scalar) or desc.total_size == 1):
+                raise Unsupported(f"map '{m.label}' holds an access to '{n.data}' (only scalar transients)")
+            if n.data not in scope.data:
+                scope.data[n.data] = bw.local(f"_t_{n.data}", desc, scope)
+        elif isinstance(n, nodes.EntryNode):
+            raise Unsupported(f"map '{m.label}' holds a nested scope '{n.label}'")
+    for n in dfs_topological_sort(inner):
+        if isinstance(n, nodes.AccessNode):
+            for e in state.in_edges(n):
+                if e.src is entry:
+                    _move(bw, scope, e.data, e.data.data, n.data, into=True)
+            for e in state.out_edges(n):
+                if isinstance(e.dst, nodes.AccessNode):
+                    bw.copy(state, e, scope)
+                elif e.dst is exit_:
+                    _move(bw, scope, e.data, n.data, e.data.data, into=False)
+        else:
+            bw.compute(state, n, scope)
+
+    rng = m.range.ndrange()
+    code = []
+    for p, (b, e, _) in zip(m.params, rng, strict=True):
+        code.append(f"const long long _b_{p} = {sym2cpp(b)}, _e_{p} = {sym2cpp(e)} + 1;")
+    code.append(f"const long long _nblk = (_e_{cell} - _b_{cell} + {block - 1}) / {block};")
+    outer = [p for p in m.params[:-1]]
+    sizes = " * ".join([f"(_e_{p} - _b_{p} > 0 ? _e_{p} - _b_{p} : 0)" for p in outer] + ["_nblk"])
+    code += [f"const long long _ntask = {sizes};", "#pragma omp parallel for schedule(static)",
+             "for (long long _task = 0; _task < _ntask; ++_task) {", "    long long _r = _task;",
+             "    const long long _blk = _r % _nblk; _r /= _nblk;"]
+    for p in reversed(outer):
+        code.append(f"    const long long _m_{p} = _b_{p} + _r % (_e_{p} - _b_{p}); _r /= (_e_{p} - _b_{p});")
+    code += [f"    const long long _c0 = _b_{cell} + _blk * {block};",
+             f"    const long long _n = (_e_{cell} - _c0) < {block} ? (_e_{cell} - _c0) : {block};",
+             "    #pragma omp simd",
+             f"    for (long long {LANE} = 0; {LANE} < _n; ++{LANE}) {{",
+             f"        const long long _m_{cell} = _c0 + {LANE};"]
+    code += w.lines + ["    }", "}"]
+    return "\n".join(code), ins, outs
+
+
+def _move(bw: BodyWriter, scope: Scope, memlet: dace.Memlet, src: str, dst: str, into: bool) -> None:
+    """One element between an outer array (through the map's entry or exit) and a scalar transient."""
+    outer = dst if not into else src
+    if memlet.data != outer or memlet.subset.num_elements() != 1:
+        raise Unsupported(f"the memlet '{memlet}' between '{src}' and '{dst}' is not one element of '{outer}'")
+    idx = scope.index(memlet.subset)
+    if into:
+        value = bw.load(scope.data[src], idx)
+        bw.put(scope.data[dst], [], scope.data[dst].ctype, value)
+    else:
+        value = bw.load(scope.data[src], [])
+        bw.put(scope.data[dst], idx, scope.data[dst].ctype, value)
+
+
+def _as_function(sdfg: dace.SDFG, label: str, code: str, ins: dict, outs: dict) -> tuple[str, str]:
+    """The loop nest as a static function compiled without GCC's partial redundancy elimination
+    (``optimize("no-tree-pre")``: PRE turns ``max(a, b) > c`` into a select between two comparisons,
+    a select of vector masks GCC 12 does not vectorise), and the tasklet's call of it."""
+    name = "_sdfg_scan_map_" + re.sub(r"[^A-Za-z0-9_]", "_", label)
+    words = set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", code))
+    syms = sorted(s for s in sdfg.symbols if s in words)
+    params, args = [], []
+    for c, t in {**ins, **outs}.items():
+        params.append(f"{t.ctype} {c}" if isinstance(t, dace.pointer) else f"const {t.ctype} {c}")
+        args.append(c)
+    for s in syms:
+        params.append(f"const {sdfg.symbols[s].ctype} {s}")
+        args.append(s)
+    glob = (f"\nstatic void __attribute__((noinline, optimize(\"no-tree-pre\"))) {name}({', '.join(params)}) {{\n"
+            f"{code}\n}}\n")
+    return glob, f"{name}({', '.join(args)});"
+
+
+class VectorizeCellMap(xf.SingleStateTransformation):
+    """A top-level pointwise map as one vectorised loop nest (module docstring). Replay."""
+
+    map_entry = xf.PatternNode(nodes.MapEntry)
+
+    @classmethod
+    def expressions(cls):
+        return [dace.sdfg.utils.node_path_graph(cls.map_entry)]
+
+    def can_be_applied(self, graph, expr_index, sdfg, permissive=False) -> bool:
+        try:
+            map_kernel(sdfg, graph, self.map_entry)
+        except Unsupported:
+            return False
+        return True
+
+    def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG):
+        entry = self.map_entry
+        exit_ = graph.exit_node(entry)
+        code, ins, outs = map_kernel(sdfg, graph, entry)
+        srcs = {e.src.data: e.src for e in graph.in_edges(entry) if e.data.data is not None}
+        dsts = {e.dst.data: e.dst for e in graph.out_edges(exit_) if e.data.data is not None}
+        deps = [e.src for e in graph.in_edges(entry) if e.data.data is None]
+        after = [e.dst for e in graph.out_edges(exit_) if e.data.data is None]
+        glob, call = _as_function(sdfg, f"{entry.map.label}_{sdfg.cfg_id}_{graph.block_id}", code, ins, outs)
+        t = graph.add_tasklet(f"{entry.map.label}_vectorized", ins, outs, call, language=dtypes.Language.CPP,
+                              code_global=VECTOR_MATH + glob)
+        for node in graph.scope_subgraph(entry, include_entry=True, include_exit=True).nodes():
+            graph.remove_node(node)
+        for c in ins:
+            name = c[3:]
+            graph.add_edge(srcs[name], None, t, c, dace.Memlet.from_array(name, sdfg.arrays[name]))
+        for c in outs:
+            name = c[3:]
+            graph.add_edge(t, c, dsts[name], None, dace.Memlet.from_array(name, sdfg.arrays[name]))
+        for d in deps:
+            graph.add_nedge(d, t, dace.Memlet())
+        for a in after:
+            graph.add_nedge(t, a, dace.Memlet())
+
+
+def vectorize_cell_maps(sdfg: dace.SDFG) -> int:
+    """Apply :class:`VectorizeCellMap` to every top-level map of ``sdfg`` it applies to; the count."""
+    count = 0
+    for state in list(sdfg.states()):
+        for n in list(state.nodes()):
+            if not isinstance(n, nodes.MapEntry) or n not in state.nodes() or state.entry_node(n) is not None:
+                continue
+            xform = VectorizeCellMap()
+            xform.setup_match(sdfg, state.parent_graph.cfg_id, state.block_id,
+                              {VectorizeCellMap.map_entry: state.node_id(n)}, 0)
+            if xform.can_be_applied(state, 0, sdfg):
+                xform.apply(state, sdfg)
+                count += 1
+    return count
+
+
+__all__ = ["VectorizeCellMap", "map_kernel", "vectorize_cell_maps"]
