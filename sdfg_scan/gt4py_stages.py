@@ -45,26 +45,11 @@ class LiftStage:
     def __call__(self, sdfg: dace.SDFG) -> None:
         from sdfg_scan import optimize
 
-        # gt4py applies its own GPU transformation later; lifting and canonicalising are target-free,
-        # the target-specific choice is made again by ExpandStage where the layout is final
-        report = optimize(sdfg, target="cpu", reproducibility=self.reproducibility) if self.target == "cpu" \
-            else _optimize_without_gpu_transform(sdfg, self.reproducibility)
+        # gt4py applies its own GPU transformation later (gpu_transform=False); lifting and canonicalising
+        # are target-free, the target-specific choice is made again by ExpandStage where the layout is final
+        report = optimize(sdfg, target=self.target, reproducibility=self.reproducibility, gpu_transform=False)
         setattr(report, "sdfg_name", sdfg.name)  # noqa: B010  (which program the report is about)
         self.reports.append(report)
-
-
-def _optimize_without_gpu_transform(sdfg: dace.SDFG, reproducibility: str):
-    """``optimize(target="gpu")`` without DaCe's GPU transformation, which gt4py applies itself later."""
-    from sdfg_scan import optimize
-
-    return optimize(sdfg, target="gpu", reproducibility=reproducibility, gpu_transform=False)
-
-
-def pin_exact(sdfg: dace.SDFG) -> list[str]:
-    """The whole program compiles IEEE-strict: :func:`sdfg_scan.select.pin_flags` (``exact``)."""
-    from sdfg_scan.select import pin_flags
-
-    return pin_flags(sdfg, "exact")
 
 
 @dataclass
@@ -76,7 +61,7 @@ class ExpandStage:
     reproducibility: str
 
     def __call__(self, sdfg: dace.SDFG) -> None:
-        from sdfg_scan.select import select_expansions
+        from sdfg_scan.select import pin_flags, select_expansions
 
         select_expansions(sdfg, target=self.target, reproducibility=self.reproducibility)
         for _ in range(8):  # an expansion may hold further sdfg_scan nodes
@@ -86,4 +71,4 @@ class ExpandStage:
             for node, state in found:
                 node.expand(state)
         if self.reproducibility == "exact":
-            pin_exact(sdfg)
+            pin_flags(sdfg, "exact")   # the whole program compiles IEEE-strict

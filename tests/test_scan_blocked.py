@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import sdfg_scan
-from sdfg_scan.choice import choose, refusal
+from sdfg_scan.choice import choose, cost_of, refusal
 from sdfg_scan.context import context_of
 from sdfg_scan.nodes.scan import Scan
 
@@ -85,15 +85,13 @@ def test_graupel_replay_within_the_contract():
 def test_blocked_is_eligible_on_cell_contiguous_cpu_and_ranked_by_measurement():
     """``blocked`` applies to a lifted cell-contiguous scan; the cost model ranks it below
     ``levels_outside`` (measured: forward sweep 20480 x 65, 7.5 ms against 5.9 ms), and ``blocked_simd``
-    below ``blocked`` (slower on graupel: its cell loop does not vectorise yet)."""
+    below ``blocked`` (its efficiency is still the one measured before its cell loop vectorised)."""
     form = FORMS[0]
     sdfg, scans = _lifted(form)
     node, state = scans[0]
     for floor in ("exact", "replay"):
         choice = choose(node, state, floor=floor)
         assert choice.implementation == "levels_outside" and "runner-up blocked" in choice.reason
-    from sdfg_scan.choice import cost_of, refusal
-    from sdfg_scan.context import context_of
     ctx = context_of(node, state, "replay")
     impls = type(node).implementations
     assert refusal(node, "blocked", impls["blocked"], ctx) is None

@@ -44,16 +44,16 @@ from sdfg_scan.expansions.scan_blocked_codegen import LANE, BodyWriter, Ref, Sco
 SCHEDULES = (dtypes.ScheduleType.Default, dtypes.ScheduleType.CPU_Multicore)
 
 
-def _outer_data(state: dace.SDFGState, entry: nodes.MapEntry) -> tuple[dict[str, str], dict[str, str]]:
-    """Containers read (entry side) and written (exit side) by the scope -> the access node's data."""
+def _outer_data(state: dace.SDFGState, entry: nodes.MapEntry) -> tuple[set[str], set[str]]:
+    """Containers read (entry side) and written (exit side) by the scope."""
     exit_ = state.exit_node(entry)
-    reads, writes = {}, {}
+    reads, writes = set(), set()
     for e in state.in_edges(entry):
         if e.data.data is None:
             continue
         if not isinstance(e.src, nodes.AccessNode) or not (e.dst_conn or "").startswith("IN_"):
             raise Unsupported(f"map '{entry.map.label}' has a dynamic input '{e.dst_conn}'")
-        reads[e.src.data] = e.src.data
+        reads.add(e.src.data)
     for e in state.out_edges(exit_):
         if e.data.data is None:
             continue
@@ -61,7 +61,7 @@ def _outer_data(state: dace.SDFGState, entry: nodes.MapEntry) -> tuple[dict[str,
             raise Unsupported(f"map '{entry.map.label}' writes into a {type(e.dst).__name__}")
         if e.data.wcr is not None:
             raise Unsupported(f"map '{entry.map.label}' writes '{e.dst.data}' with write-conflict resolution")
-        writes[e.dst.data] = e.dst.data
+        writes.add(e.dst.data)
     return reads, writes
 
 
@@ -100,7 +100,7 @@ def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
     syms.update({p: f"_m_{p}" for p in m.params})
     data: dict[str, Ref] = {}
     ins, outs = {}, {}
-    for name in set(reads) | set(writes):
+    for name in sorted(reads | writes):   # sorted: the same code on every run (sets follow the string hash)
         desc = sdfg.arrays[name]
         if isinstance(desc, dt.Scalar):
             ins[f"_r_{name}"] = desc.dtype
@@ -149,7 +149,7 @@ def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
     for p, (b, e, _) in zip(m.params, rng, strict=True):
         code.append(f"const long long _b_{p} = {sym2cpp(b)}, _e_{p} = {sym2cpp(e)} + 1;")
     code.append(f"const long long _nblk = (_e_{cell} - _b_{cell} + {block - 1}) / {block};")
-    outer = [p for p in m.params[:-1]]
+    outer = list(m.params[:-1])
     sizes = " * ".join([f"(_e_{p} - _b_{p} > 0 ? _e_{p} - _b_{p} : 0)" for p in outer] + ["_nblk"])
     code += [f"const long long _ntask = {sizes};", "#pragma omp parallel for schedule(static)",
              "for (long long _task = 0; _task < _ntask; ++_task) {", "    long long _r = _task;",
@@ -171,12 +171,8 @@ def _move(bw: BodyWriter, scope: Scope, memlet: dace.Memlet, src: str, dst: str,
     if memlet.data != outer or memlet.subset.num_elements() != 1:
         raise Unsupported(f"the memlet '{memlet}' between '{src}' and '{dst}' is not one element of '{outer}'")
     idx = scope.index(memlet.subset)
-    if into:
-        value = bw.load(scope.data[src], idx)
-        bw.put(scope.data[dst], [], scope.data[dst].ctype, value)
-    else:
-        value = bw.load(scope.data[src], [])
-        bw.put(scope.data[dst], idx, scope.data[dst].ctype, value)
+    value = bw.load(scope.data[src], idx if into else [])
+    bw.put(scope.data[dst], [] if into else idx, scope.data[dst].ctype, value)
 
 
 def _as_function(sdfg: dace.SDFG, label: str, code: str, ins: dict, outs: dict) -> tuple[str, str]:

@@ -14,9 +14,18 @@ GPU) whose dependent chains run interleaved in one loop, which hides the latency
 4 cycles per element for a sum, 8 for the affine step): this is where the gain over ``sequential``
 comes from when every thread already has a column. ``G`` changes no bit.
 
+On the GPU the three passes are three kernels. On the CPU one tasklet holds the schedule
+(:func:`_cpu_code`), chosen at run time from the thread count: where the columns fill the threads,
+one OpenMP loop over columns in which each column walks its groups in order (pass 1 for a group, its
+offsets, pass 3 while the group is in cache: the inputs come from memory once); else the three passes
+as OpenMP loops over tasks. Both run the same operations on the same values, so the bits are the same.
+Contiguous CPU outputs are written with streaming stores (:data:`STREAM_STORES`).
+
 Cost description (for the cost model; ``s`` = item size, per level of a column)::
 
     bytes moved = (2 * inputs + outputs) * s        # inputs read in passes 1 and 3, outputs written once
+                                                    # (the CPU one-pass schedule reads the second time from
+                                                    # cache; the cost model still charges it)
                 + 2 * carries * s * columns * ceil(levels / C) / (columns * levels)   # chunk totals
     sequential  = (inputs + outputs) * s
     chains      = levels / C independent chains per column (parallelism: columns * levels / C tasks)
@@ -100,7 +109,7 @@ def _s(expr) -> str:
 class _Code:
     """C++ pieces shared by the passes."""
 
-    def __init__(self, node: ColumnNode, state: dace.SDFGState, op: PrefixOp, chunk: int):
+    def __init__(self, node: ColumnNode, state: dace.SDFGState, op: PrefixOp, chunk: int, stream: bool):
         self.op = op
         self.ops = {c: node.operand(state, c) for c in op.inputs + op.col_inputs + list(op.outputs)}
         ref = self.ops[op.inputs[0]]
@@ -112,7 +121,7 @@ class _Code:
         self.chunk = chunk
         self.reverse = bool(node.reverse)
         self.nc = len(op.step)
-        self.stream = False  # outputs written with streaming stores (CPU, see STREAM_STORES)
+        self.stream = stream  # outputs written with streaming stores (CPU, see STREAM_STORES)
 
     def header(self, group: int, per_column: bool = False) -> str:
         """Sizes, the column of this task (map parameter ``_t``: a group of chunks; ``_c``: a whole
@@ -223,25 +232,26 @@ def _pass_code(code: _Code, group: int, rescan: bool) -> str:
 """
 
 
+def _offset_step(code: _Code) -> str:
+    """``P[j] = step(c, T[j])`` in place over the chunk totals of column ``col``, ``c`` holding ``P[j-1]``."""
+    elems = "".join(f"const {code.op.ctype} e{i} = p_tot{i}[col * nch + j];\n" for i in range(code.nc))
+    store = "".join(f"p_tot{i}[col * nch + j] = c{i}[0];\n" for i in range(code.nc))
+    return elems + code.assign(code.op.step, "0") + store
+
+
 def _offsets_code(code: _Code) -> str:
     """Pass 2, one column: ``P[j] = step(P[j-1], T[j])`` in place over the chunk totals."""
     head = code.header(1, per_column=True) + code.carries(1)
     load = "".join(f"c{i}[0] = p_tot{i}[col * nch];\n" for i in range(code.nc))
-    step = code.assign(code.op.step, "0")
-    store = "".join(f"p_tot{i}[col * nch + j] = c{i}[0];\n" for i in range(code.nc))
-    elems = "".join(f"const {code.op.ctype} e{i} = p_tot{i}[col * nch + j];\n" for i in range(code.nc))
-    return head + f"if (nch > 0) {{\n{load}for (long long j = 1; j < nch; ++j) {{\n{elems}{step}{store}}}\n}}\n"
+    return head + f"if (nch > 0) {{\n{load}for (long long j = 1; j < nch; ++j) {{\n{_offset_step(code)}}}\n}}\n"
 
 
 def _chain_code(code: _Code, group: int) -> str:
-    """The offsets of chunks ``j0 .. j0 + group - 1`` of column ``col`` in place, ``P[j] = step(P[j-1],
-    T[j])``: the operations of :func:`_offsets_code`, for one group, after the groups before it."""
+    """The offsets of chunks ``j0 .. j0 + group - 1`` of column ``col``: the operations of
+    :func:`_offsets_code`, for one group, after the groups before it."""
     load = "".join(f"c{i}[0] = p_tot{i}[col * nch + j - 1];\n" for i in range(code.nc))
-    elems = "".join(f"const {code.op.ctype} e{i} = p_tot{i}[col * nch + j];\n" for i in range(code.nc))
-    store = "".join(f"p_tot{i}[col * nch + j] = c{i}[0];\n" for i in range(code.nc))
     return (code.carries(1) + f"const long long je = (j0 + {group} < nch) ? j0 + {group} : nch;\n"
-            f"for (long long j = (j0 > 0 ? j0 : 1); j < je; ++j) {{\n{load}{elems}"
-            f"{code.assign(code.op.step, '0')}{store}}}\n")
+            f"for (long long j = (j0 > 0 ? j0 : 1); j < je; ++j) {{\n{load}{_offset_step(code)}}}\n")
 
 
 def _cpu_code(code: _Code, group: int) -> str:
@@ -249,7 +259,6 @@ def _cpu_code(code: _Code, group: int) -> str:
     walking its groups of chunks in order (totals, offsets, rescan of a group while it is in cache:
     the inputs are read from memory once); else the three passes, each a loop over tasks. Both run
     the same operations on the same values, so the bits do not depend on the thread count."""
-    code.stream = True
     head = (f"const long long nk = {code.nk};\nconst long long C = {code.chunk};\n"
             f"const long long nch = (nk + C - 1) / C;\nconst long long ncol = {code.ncol};\n"
             f"const long long ntc = (nch + {group} - 1) / {group};\n"
@@ -290,8 +299,8 @@ def build_parallel_prefix(node: ColumnNode, state: dace.SDFGState, op: PrefixOp,
     """The expansion SDFG of ``op`` on ``node`` (module docstring)."""
     if chunk < 1:
         raise node.error(f"chunk_size must be a positive level count, got {chunk}")
-    code = _Code(node, state, op, chunk)
     on_gpu = target_of(node, state) == "gpu"
+    code = _Code(node, state, op, chunk, stream=not on_gpu)
     group = 1 if on_gpu else CPU_GROUP
     conns = op.inputs + op.col_inputs + list(op.outputs)
     sdfg, descs = window_sdfg(node, state, conns, f"{node.label}_parallel_prefix")
@@ -307,13 +316,13 @@ def build_parallel_prefix(node: ColumnNode, state: dace.SDFGState, op: PrefixOp,
         return dace.Memlet.from_array(c, sdfg.arrays[c])
 
     def add_pass(label: str, rng: str, src: str, ins: list[str], outs: list[str], prev=None) -> dace.SDFGState:
+        """One pass as a GPU kernel (a map over tasks around one tasklet)."""
         st = sdfg.add_state(label, is_start_block=prev is None)
         if prev is not None:
             sdfg.add_edge(prev, st, dace.InterstateEdge())
         param = "_c" if label == "offsets" else "_t"
         me, mx = st.add_map(f"{node.label}_{label}", {param: rng})
-        if on_gpu:
-            me.map.gpu_block_size = [64, 1, 1]
+        me.map.gpu_block_size = [64, 1, 1]
         t = st.add_tasklet(f"{node.label}_{label}", {"p_" + c if c not in tots else "q_" + c:
                                                      dtypes.pointer(dtype) for c in ins},
                            {"p_" + c: dtypes.pointer(dtype) for c in outs}, src, language=dtypes.Language.CPP)

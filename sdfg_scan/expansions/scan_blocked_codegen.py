@@ -19,7 +19,8 @@ written out as straight-line C++ per cell, the way DaCe's CPU code generator wou
   block; a branch that writes memory the other branches do not keeps the ``if`` (the correct
   fallback: no address is read or written that the program would not touch).
 
-Anything else (loops inside the body, conditional or assigning interstate edges, streams, views,
+Symbols assigned on the unconditional interstate edges of a chain become C++ locals. Anything else
+(loops inside the body, conditional interstate edges, streams, views,
 write-conflict resolution, non-Python tasklets, transient arrays of symbolic size) raises
 :class:`Unsupported` with the reason; the expansion's ``applies`` reports it and selection falls back.
 """
@@ -43,6 +44,18 @@ from dace.sdfg.utils import dfs_topological_sort
 
 LANE = "_l"          # the cell index inside a block
 LEVEL = "_lev"       # the level loop variable
+
+
+def storage_type(ctype: str, if_convert: bool) -> str:
+    """The C++ type a value of ``ctype`` is kept in. If-converted bodies keep bools as bytes (0/1,
+    converted exactly both ways): a select between two bytes vectorises where one between two masks
+    (GCC's vector bools) does not."""
+    return "unsigned char" if if_convert and ctype == "bool" else ctype
+
+
+def _base(text: str) -> str:
+    """The variable of an lvalue (``x`` of ``x[i]``)."""
+    return text.split("[", 1)[0]
 
 
 class Unsupported(Exception):
@@ -232,25 +245,22 @@ class BodyWriter:
         return tmp
 
     def put(self, ref: Ref, index: list[str], ctype: str, value: str) -> None:
-        """``ref[index] = value`` (a bool kept as a byte, :meth:`storage`, converts exactly)."""
+        """``ref[index] = value`` through :meth:`store`."""
         self.w(f"{self.store(ref, index, ctype)} = {value};")
 
     def storage(self, ctype: str) -> str:
-        """The C++ type a value of ``ctype`` is kept in. If-converted bodies keep bools as bytes (0/1,
-        converted exactly both ways): a select between two bytes vectorises where one between two
-        masks (GCC's vector bools) does not."""
-        return "unsigned char" if self.if_convert and ctype == "bool" else ctype
+        return storage_type(ctype, self.if_convert)
 
     def _branch_local(self, text: str) -> bool:
         """``text`` is a variable declared inside the innermost if-converted branch (a nested SDFG's
         transient): written directly, it exists only there."""
-        return self.declared.get(text.split("[", 1)[0], -1) >= len(self.overrides)
+        return self.declared.get(_base(text), -1) >= len(self.overrides)
 
     def load(self, ref: Ref, index: list[str]) -> str:
         text = ref.at(index)
         cur = self.lv(text)
         if self.if_convert and ref.ctype == "bool" and cur == text:
-            if ref.memory and not text.startswith("_h_") and text.split("[", 1)[0] not in self.declared:
+            if ref.memory and _base(text) not in self.declared:
                 # a bool of the program's memory read as a comparison: GCC vectorises it as a mask,
                 # like the bools the comparisons make (a plain bool load is a byte it cannot mix with masks)
                 return f"(reinterpret_cast<const unsigned char&>({text}) != 0)"
@@ -514,4 +524,4 @@ class BodyWriter:
         return Ref(desc.dtype.ctype, base=cname, strides=[scope.expr(s) for s in desc.strides], memory=True)
 
 
-__all__ = ["LANE", "LEVEL", "BodyWriter", "Ref", "Scope", "Unsupported", "Writer"]
+__all__ = ["LANE", "LEVEL", "BodyWriter", "Ref", "Scope", "Unsupported", "Writer", "storage_type"]
