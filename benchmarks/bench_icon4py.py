@@ -126,8 +126,8 @@ def bench_dycore_pair(size: tuple[int, int], samples: int, repeat: int) -> list[
     return rows
 
 
-def _graupel_blocked(impl: str, reproducibility: str, vectorize_maps: bool = False):
-    """``graupel_run_dyn`` after ``optimize`` with its scan pinned to ``impl``."""
+def _graupel_blocked(impl: str | None, reproducibility: str, vectorize_maps: bool = False):
+    """``graupel_run_dyn`` after ``optimize`` with its scan pinned to ``impl`` (None: ``optimize``'s choice)."""
     from sdfg_scan.nodes.scan import Scan
 
     form = "graupel_run_dyn.opt_nohooks"
@@ -135,7 +135,7 @@ def _graupel_blocked(impl: str, reproducibility: str, vectorize_maps: bool = Fal
     sdfg_scan.optimize(sdfg, target="cpu", reproducibility=reproducibility, inplace=GRAUPEL_INPLACE,
                        vectorize_maps=vectorize_maps)
     for n, _ in sdfg.all_nodes_recursive():
-        if isinstance(n, Scan):
+        if isinstance(n, Scan) and impl is not None:
             n.implementation = impl
     return sdfg
 
@@ -180,20 +180,21 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int) -> list[str]:
     variants = {"gt4py default flags": _compile_default_flags(fx.load(form)),
                 "gt4py IEEE-strict": fx.compile_once("bench_graupel_strict", fx.load(form)),
                 "blocked (exact)": fx.compile_once("bench_graupel_blocked", _graupel_blocked("blocked", "exact")),
+                "blocked_kcached (exact)": fx.compile_once("bench_graupel_blocked_kc",
+                                                           _graupel_blocked("blocked_kcached", "exact")),
+                "auto (replay)": fx.compile_once("bench_graupel_auto_replay", _graupel_blocked(None, "replay")),
                 "blocked_simd (replay)": fx.compile_once("bench_graupel_blocked_simd",
                                                          _graupel_blocked("blocked_simd", "replay")),
                 "+ vectorize_maps (replay)": fx.compile_once("bench_graupel_vmaps",
                                                             _graupel_blocked("blocked_simd", "replay", True))}
-    outs = {}
-    for k, c in variants.items():
-        a = fx.fresh(kw)
-        c(**a)
-        outs[k] = {n: v for n, v in a.items() if isinstance(v, np.ndarray)}
+    outs = fx.outputs_of(variants, kw)
     fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["blocked (exact)"])
+    fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["blocked_kcached (exact)"])
     rows = [f"graupel_run_dyn {ncells}x{nlev}: {100 * wet:.0f}% of the (cell, level) points hold precipitation; "
-            "blocked (exact) bitwise equal to the IEEE-strict build"]
+            "blocked and blocked_kcached (exact) bitwise equal to the IEEE-strict build; auto (replay) = "
+            "optimize(reproducibility='replay') picks blocked_simd"]
     ref = outs["gt4py IEEE-strict"]
-    for label in ("blocked_simd (replay)", "+ vectorize_maps (replay)"):
+    for label in ("blocked_simd (replay)", "auto (replay)", "+ vectorize_maps (replay)"):
         rows += _replay_error(label, ref, outs[label])
     times = {k: [] for k in variants}
     for _ in range(samples):   # interleaved: load changes on the shared machine hit every variant alike

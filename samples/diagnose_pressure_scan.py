@@ -37,7 +37,8 @@ def build(implementation: str) -> dace.SDFG:
     @dace.program
     def diagnose_pressure(dz: dace.float64[N, K], temp: dace.float64[N, K], p_sfc: dace.float64[N, K],
                           pressure: dace.float64[N, K], pressure_ifc: dace.float64[N, K]):
-        p, p_ifc, _flag = sdfg_scan.scan(pressure_body, (0.0, 0.0, True), (dz, temp, p_sfc), axis=1, reverse=True)
+        p, p_ifc = sdfg_scan.scan(pressure_body, (0.0, 0.0, True), (dz, temp, p_sfc), axis=1, reverse=True,
+                                  carries=(0, 1))   # the flag slot stays inside the scan
         pressure[:] = p
         pressure_ifc[:] = p_ifc
 

@@ -3,12 +3,15 @@
 ``make graupel`` (not in CI) installs icon4py's muphys package into the gt4py venv and runs this script:
 
 * ``stock``: gt4py's DaCe CPU backend as icon4py builds it (``make_custom_dace_backend``), no hooks;
+* ``stock_strict``: the same SDFG built with the IEEE-strict flags (a hook that only calls
+  ``sdfg_scan.select.pin_flags(sdfg, "exact")``): what ``exact`` must equal bit for bit;
 * ``icon4py_hooks``: plus icon4py's own graupel hooks (``remove_self_copy_inside_scan``,
   ``rename_intermediate_access_nodes``), as ``driver/run_graupel_only.py`` sets them;
 * ``sdfg_scan_exact`` / ``sdfg_scan_replay``: plus ``sdfg_scan.gt4py.optimization_hooks`` instead.
 
 Same seeded inputs in physical ranges for all (dt=30, qnc=100, masking on, KOKKOS_MUPHYS, as the icon4py
-driver); outputs compared with ``stock`` (max abs diff, or "bitwise"); time per call (median of
+driver); outputs compared with ``stock`` and with ``stock_strict`` (max relative difference, or
+"bitwise"); time per call (median of
 ``REPEAT`` calls after a warm-up). Size: ``GRAUPEL_CELLS`` x ``GRAUPEL_LEVELS`` (default 20480 x 65).
 Without gt4py / icon4py (the main venv), :func:`main` says so and returns 0.
 """
@@ -22,7 +25,7 @@ import time
 NCELLS = int(os.environ.get("GRAUPEL_CELLS", 20480))
 NLEV = int(os.environ.get("GRAUPEL_LEVELS", 65))
 REPEAT = int(os.environ.get("GRAUPEL_REPEAT", 5))
-VARIANTS = ("stock", "icon4py_hooks", "sdfg_scan_exact", "sdfg_scan_replay")
+VARIANTS = ("stock", "stock_strict", "icon4py_hooks", "sdfg_scan_exact", "sdfg_scan_replay")
 
 
 def _inputs(rng, n, nk):
@@ -48,6 +51,11 @@ def _program(variant: str, ncells: int, nlev: int):
         descriptor["optimization_args"]["optimization_hooks"] = {
             Hook.TopLevelDataFlowPre: graupel_dace_hooks.remove_self_copy_inside_scan,
             Hook.TopLevelDataFlowPost: graupel_dace_hooks.rename_intermediate_access_nodes}
+    elif variant == "stock_strict":
+        from sdfg_scan.select import pin_flags
+
+        descriptor["optimization_args"]["optimization_hooks"] = {
+            Hook.TopLevelDataFlowPost: lambda sdfg: pin_flags(sdfg, "exact")}
     elif variant.startswith("sdfg_scan"):
         descriptor["optimization_args"]["optimization_hooks"] = sg.optimization_hooks(
             gpu=False, reproducibility=variant.removeprefix("sdfg_scan_"))
@@ -83,19 +91,32 @@ def run(ncells: int = NCELLS, nlev: int = NLEV, repeat: int = REPEAT, variants=V
     import numpy as np
 
     data = _inputs(np.random.default_rng(42), ncells, nlev)
-    rows, base = [], None
+    rows, outs = [], {}
+
+    def versus(out, ref) -> str:
+        if ref is None:
+            return "-"
+        if all(np.array_equal(out[k].view(np.uint64), ref[k].view(np.uint64)) for k in ref):
+            return "bitwise"
+        rel = [float(np.nanmax(np.abs(out[k] - ref[k]) / np.maximum(np.abs(ref[k]), 1e-300))) for k in ref]
+        return f"rel {max(rel):.1e}"
+
     for variant in variants:
         t0 = time.perf_counter()
         prog = _program(variant, ncells, nlev)
+        out, _ = _call(prog, data)   # the first call builds
         build = time.perf_counter() - t0
-        out, _ = _call(prog, data)
         times = sorted(_call(prog, data)[1] for _ in range(repeat))
-        base = base or out
-        diffs = [float(np.nanmax(np.abs(out[k] - base[k]))) for k in base]
-        same = all(np.array_equal(out[k].view(np.uint64), base[k].view(np.uint64)) for k in base)
-        rows.append((variant, build, times[len(times) // 2], "bitwise" if same else f"{max(diffs):.2e}"))
-        print(f"{variant:18} build {build:7.1f} s  {1e3 * rows[-1][2]:9.2f} ms/call  vs stock: {rows[-1][3]}",
-              flush=True)
+        outs[variant] = out
+        row = (variant, build, times[len(times) // 2], versus(out, outs.get("stock")),
+               versus(out, outs.get("stock_strict")))
+        rows.append(row)
+        print(f"{variant:18} build {build:7.1f} s  {1e3 * row[2]:9.2f} ms/call  vs stock: {row[3]:12} "
+              f"vs stock_strict: {row[4]}", flush=True)
+    base = rows[0][2]
+    print("\n| variant | build s | ms per call | speed-up vs stock | vs stock | vs stock_strict |\n|---|---:|---:|---:|---|---|")
+    for v, b, t, a, c in rows:
+        print(f"| {v} | {b:.0f} | {1e3 * t:.1f} | {base / t:.2f} | {a} | {c} |")
     return rows
 
 

@@ -13,11 +13,21 @@ Unlike that loop, the declared associativity lets an implementation regroup the 
 order="chunked", chunk=C)``), so results may differ from the loop in the last bits; ``reverse=True``
 visits the levels from the last down and keeps outputs index-aligned.
 
-Called from Python it runs the NumPy reference. Inside ``@dace.program`` the combines NumPy names
-as ufuncs (``np.add``, ``np.multiply``, ``np.minimum``, ``np.maximum``, and the ``operator``
-functions ``add``/``mul``) on one array lower to a ``CumulativeScan`` node, whose expansions
-include ``sequential`` (exact) and ``parallel_prefix`` (replay); other combine functions are
-refused there with an error that says so (they are not lowered yet).
+Called from Python it runs the NumPy reference. Inside ``@dace.program``:
+
+- the combines NumPy names as ufuncs (``np.add``, ``np.multiply``, ``np.minimum``, ``np.maximum``,
+  and the ``operator`` functions ``add``/``mul``) on one array lower to a ``CumulativeScan`` node;
+- any other ``fn`` -- a lambda or a ``def`` of elementwise code: arithmetic, comparisons,
+  ``np.where``, ``np.minimum``/``np.maximum``, ``np.exp``/``np.log``/``np.sqrt``/..., local
+  temporaries, unpacking of the tuple arguments -- on one array or a tuple of arrays of one shape
+  and dtype lowers to an ``AssociativeScan`` node, which holds ``fn`` translated into one
+  expression per array (:mod:`sdfg_scan.expansions.associative_combine`). ``fn`` that cannot be
+  translated (a statement other than an assignment, an unknown call or name, a result of another
+  arity than ``xs``) is refused with an error naming ``associative_scan`` and what was found.
+
+Both nodes have a ``sequential`` expansion (exact: the reference loop) and a ``parallel_prefix`` one
+(replay: the chunked order); selection under ``exact`` never takes ``parallel_prefix``. The result
+has the structure of ``xs``: one array, or a tuple of arrays in the order of ``xs``.
 """
 
 from __future__ import annotations
@@ -28,13 +38,17 @@ from collections.abc import Callable
 import numpy as np
 
 from sdfg_scan import reference
-from sdfg_scan.frontend_common import add_node, input_desc, literal
+from sdfg_scan.expansions.associative_combine import translate_combine
+from sdfg_scan.frontend_common import add_node, axis_argument, input_desc, literal
 from sdfg_scan.frontend_common import replaces as _replaces
+from sdfg_scan.nodes.associative_scan import AssociativeScan
 from sdfg_scan.nodes.cumulative_scan import CumulativeScan
 
 COMBINES: dict[object, str] = {np.add: "sum", np.multiply: "prod", np.minimum: "min", np.maximum: "max",
                                operator.add: "sum", operator.mul: "prod"}
 """Combine functions lowered to a ``CumulativeScan`` inside a program, with the op they become."""
+
+API = "associative_scan"
 
 
 def associative_scan(fn: Callable, xs, axis: int = -1, reverse: bool = False):
@@ -43,25 +57,49 @@ def associative_scan(fn: Callable, xs, axis: int = -1, reverse: bool = False):
     return reference.associative_scan(fn, xs, axis=axis, reverse=reverse)
 
 
+def _cumulative_op(fn, xs) -> str | None:
+    """The ``CumulativeScan`` op of ``fn`` on one array (:data:`COMBINES`), else None."""
+    if isinstance(xs, (tuple, list)) or isinstance(fn, str):
+        return None
+    try:
+        return COMBINES.get(fn)
+    except TypeError:  # unhashable
+        return None
+
+
+def _program_constants(pv) -> dict:
+    """Numbers of the program's scope (a lambda written in the program arrives as source text)."""
+    scope = getattr(pv, "globals", None) or {}
+    return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in scope.items()
+            if isinstance(v, (bool, int, float, np.number))}
+
+
 @_replaces("sdfg_scan.associative_scan", "sdfg_scan.associative.associative_scan")
 def _lower_associative_scan(pv, sdfg, state, fn, xs, axis=-1, reverse=False):
-    api = "associative_scan"
-    op = COMBINES.get(fn) if not isinstance(fn, (str, tuple, list)) else None
-    if op is None or isinstance(xs, (tuple, list)):
-        raise NotImplementedError(
-            f"sdfg_scan.associative_scan: inside a program only one array combined with one of "
-            f"np.add, np.multiply, np.minimum, np.maximum, operator.add, operator.mul is lowered "
-            f"(to CumulativeScan), got fn={getattr(fn, '__name__', fn)!r} on "
-            f"{'a tuple of arrays' if isinstance(xs, (tuple, list)) else 'one array'}; call it outside the "
-            f"program (NumPy reference) or write the scan with sdfg_scan.scan")
-    desc = input_desc(sdfg, xs, api)
-    axis, reverse = int(literal(axis, api)), bool(literal(reverse, api))
-    if not -len(desc.shape) <= axis < len(desc.shape):
-        raise ValueError(f"sdfg_scan.associative_scan: axis {axis} is out of range for '{xs}' of rank "
-                         f"{len(desc.shape)}")
-    result, _ = sdfg.add_temp_transient(desc.shape, desc.dtype)
-    add_node(sdfg, state, CumulativeScan(api, op=op, axis=axis, reverse=reverse), {"_in": xs}, {"_out": result})
-    return result
+    is_tuple = isinstance(xs, (tuple, list))
+    names = list(xs) if is_tuple else [xs]
+    if not names:
+        raise ValueError(f"sdfg_scan.{API}: xs is an empty tuple; expected one array or a tuple of arrays")
+    descs = [input_desc(sdfg, x, API) for x in names]
+    for name, desc in zip(names[1:], descs[1:], strict=True):
+        if list(desc.shape) != list(descs[0].shape) or desc.dtype != descs[0].dtype:
+            raise ValueError(f"sdfg_scan.{API}: the arrays of xs must share one shape and dtype; '{name}' is "
+                             f"{desc.dtype.to_string()}{list(desc.shape)}, '{names[0]}' is "
+                             f"{descs[0].dtype.to_string()}{list(descs[0].shape)} (convert with astype first)")
+    axis = axis_argument(axis, len(descs[0].shape), API)
+    reverse = bool(literal(reverse, API))
+    op = _cumulative_op(fn, xs)
+    if op is not None:
+        node = CumulativeScan(API, op=op, axis=axis, reverse=reverse)
+        conns_in, conns_out = ["_in"], ["_out"]
+    else:
+        node = AssociativeScan(API, translate_combine(fn, len(names), _program_constants(pv)), axis=axis,
+                               reverse=reverse)
+        conns_in = [f"_in{i}" for i in range(len(names))]
+        conns_out = [f"_out{i}" for i in range(len(names))]
+    results = [sdfg.add_temp_transient(descs[0].shape, descs[0].dtype)[0] for _ in names]
+    add_node(sdfg, state, node, dict(zip(conns_in, names, strict=True)), dict(zip(conns_out, results, strict=True)))
+    return tuple(results) if is_tuple else results[0]
 
 
 __all__ = ["COMBINES", "associative_scan"]

@@ -20,7 +20,7 @@ import dace
 
 from sdfg_scan import tuning_cache
 from sdfg_scan.context import Context, context_of, rank
-from sdfg_scan.cost import default_cost
+from sdfg_scan.cost import default_cost, math_seconds
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,11 @@ def refusal(node, name: str, cls: type, ctx: Context) -> str | None:
 
 
 def cost_of(node, cls: type, ctx: Context) -> float:
+    """The expansion's estimate (its ``cost``, else :func:`~sdfg_scan.cost.default_cost`) plus the body's
+    libm calls (:func:`~sdfg_scan.cost.math_seconds`; vector where the class says ``vector_math``)."""
     fn = getattr(cls, "cost", None)
-    return float(fn(node, ctx)) if fn is not None else default_cost(cls, node, ctx)
+    base = float(fn(node, ctx)) if fn is not None else default_cost(cls, node, ctx)
+    return base + math_seconds(node, ctx, bool(getattr(cls, "vector_math", False)))
 
 
 def _ms(t: float) -> str:

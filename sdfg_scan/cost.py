@@ -14,12 +14,20 @@
 - ``chain``: a level loop is a dependent chain (``levels`` x the operation latency per column);
   with at most a thread's share of columns it cannot overlap and bounds the time from below;
 - ``overhead``: e.g. one fork/join per level for schedules with the level loop outside a parallel map.
+
+A ``Scan`` body that calls libm's transcendental functions is compute-bound before it is memory-bound:
+:func:`math_seconds` adds ``cells x levels x calls x ns / threads`` on the CPU, where ``calls`` counts
+the calls written in the body (each branch's once: the body's static size, not a profile) and ``ns`` is
+:data:`SCALAR_MATH_NS` per call, or :data:`VECTOR_MATH_NS` for an expansion that declares
+``vector_math = True`` (libmvec calls across a block of cells). :func:`sdfg_scan.choice.cost_of` adds it
+to every expansion's estimate, so it only changes the ranking between scalar and vector expansions.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass
 
 from sdfg_scan.context import Context
@@ -52,6 +60,44 @@ the cell-outer schedules win (the old rule interchanged from 2048 cells)."""
 
 CHAIN_NS = 1.5
 """Latency of one dependent floating-point operation (4 cycles at ~3 GHz, rounded up)."""
+
+
+SCALAR_MATH_NS = 6.0
+"""Mean cost of one scalar libm call of a scan body, per cell and level (graupel's lifted scan, 26 pow,
+3 exp, 2 log, 7 sqrt written: the scalar ``blocked`` kernel takes about 40 ms more than the vectorised
+one at 20480 x 65 on 2 threads, and gt4py's own body about 150 ms in all)."""
+
+VECTOR_MATH_NS = 1.5
+"""The same through libmvec, 8 cells per AVX-512 call (graupel: the vectorised scan kernel 135 ms in
+all, most of it the body's memory traffic and selects)."""
+
+MATH_CALL = re.compile(r"\b(pow|exp|exp2|expm1|log|log2|log10|log1p|sqrt|cbrt|tanh|sinh|cosh|sin|cos|tan|"
+                       r"atan|atan2|asin|acos|erf|erfc)\s*\(")
+"""The libm calls :func:`math_calls` counts (as written in a Python or C++ tasklet)."""
+
+
+def math_calls(node) -> int:
+    """Calls of :data:`MATH_CALL` functions written in the tasklets of a node's ``body`` (0 for a node
+    without one), nested SDFGs included."""
+    import dace
+
+    body = getattr(node, "body", None)
+    if not isinstance(body, dace.SDFG):
+        return 0
+    return sum(len(MATH_CALL.findall(n.code.as_string or "")) for n, _ in body.all_nodes_recursive()
+               if isinstance(n, dace.nodes.Tasklet))
+
+
+def math_seconds(node, ctx: Context, vector: bool = False) -> float:
+    """Seconds of the body's libm calls on the CPU (module docstring); 0 on the GPU and without calls."""
+    if ctx.target != "cpu":
+        return 0.0
+    calls = math_calls(node)
+    if not calls:
+        return 0.0
+    points = size(ctx, ctx.layout.columns, "columns") * size(ctx, ctx.layout.levels, "levels")
+    threads = machine().threads * parallelism(ctx)
+    return points * calls * (VECTOR_MATH_NS if vector else SCALAR_MATH_NS) * 1e-9 / threads
 
 
 @dataclass(frozen=True)
@@ -125,4 +171,5 @@ def default_cost(exp_cls: type, node, ctx: Context) -> float:
 
 
 __all__ = ["CELL_OUTER_SECONDS", "CHAIN_NS", "DEFAULT_SIZES", "FORK_JOIN_SECONDS", "Machine", "chain_seconds", "default_cost",
-           "efficiency_of", "machine", "nbytes", "parallelism", "size", "stream_seconds"]
+           "efficiency_of", "machine", "math_calls", "math_seconds", "nbytes", "parallelism", "size",
+           "stream_seconds"]

@@ -140,7 +140,7 @@ from sdfg_scan.nodes.scan import Scan  # noqa: E402
 
 
 def scan(f, init, xs, axis: int = -1, reverse: bool = False, emit: str = "inclusive", final: bool = False,
-         fill=0.0):
+         fill=0.0, carries=None):
     """General scan: ``scan :: (c -> x -> k -> (c, y)) -> c -> [x] -> (carry outputs..., ys..., finals...)``.
 
     Designed after ``jax.lax.scan``; ``Scan`` node inside ``@dace.program``. Reference loop (one
@@ -166,6 +166,9 @@ def scan(f, init, xs, axis: int = -1, reverse: bool = False, emit: str = "inclus
         ``"include_initial"`` (``n + 1`` slots: ``[init, inclusive...]``; reversed: ``[inclusive..., init]``).
     :param final: also return the final carry (K-less arrays) after the ys.
     :param fill: value of offset reads outside the column (``x[i, -1]`` at the first level).
+    :param carries: the carry slots (indices into ``init``) whose per-level values are returned, in
+        slot order; default all. A slot the caller does not need (a first-level flag) is left out
+        here rather than assigned and dropped, so that the program writes no array nobody reads.
     :returns: a tuple ``(*carry_outputs, *ys, *finals)``, or the only array when there is one.
 
     Unlike ``jax.lax.scan``: the body sees all columns at once (NumPy) or one column (inside a
@@ -176,11 +179,26 @@ def scan(f, init, xs, axis: int = -1, reverse: bool = False, emit: str = "inclus
     xs_t = tuple(xs) if isinstance(xs, (tuple, list)) else (xs,)
     init_t = tuple(init) if isinstance(init, (tuple, list)) else (init,)
     dts = [_scan_carry_dtype(i, xs_t[0] if xs_t else None) for i in init_t]
-    carries, ys, fin = reference.scan(f, init_t, dict(enumerate(xs_t)), axis=axis, reverse=reverse, emit=emit,
-                                      fill=fill, dtypes=dts)
+    keep = _carry_slots(carries, len(init_t))
+    outs, ys, fin = reference.scan(f, init_t, dict(enumerate(xs_t)), axis=axis, reverse=reverse, emit=emit,
+                                   fill=fill, dtypes=dts)
     ydt = dts[0] if dts else np.asarray(xs_t[0]).dtype
-    res = tuple(carries) + tuple(np.asarray(y, dtype=ydt) for y in ys) + (tuple(fin) if final else ())
+    res = tuple(outs[j] for j in keep) + tuple(np.asarray(y, dtype=ydt) for y in ys) + (tuple(fin) if final else ())
     return res[0] if len(res) == 1 else res
+
+
+def _carry_slots(carries, ncarry: int) -> list[int]:
+    """``scan``'s ``carries`` argument as sorted slot indices (all slots for None), checked."""
+    if carries is None:
+        return list(range(ncarry))
+    sel = [carries] if isinstance(carries, int) else list(carries)
+    if any(not isinstance(j, int) or isinstance(j, bool) for j in sel):
+        raise TypeError(f"sdfg_scan.scan: carries must be carry slot indices (ints), got {carries!r}")
+    bad = [j for j in sel if not 0 <= j < ncarry]
+    if bad or len(set(sel)) != len(sel):
+        raise ValueError(f"sdfg_scan.scan: carries {carries!r} must be distinct slot indices in [0, {ncarry}) "
+                         f"(init has {ncarry} slot(s))")
+    return sorted(sel)
 
 
 def _scan_carry_dtype(init, x0):
@@ -194,7 +212,8 @@ def _scan_carry_dtype(init, x0):
 
 
 @_replaces("sdfg_scan.scan", "sdfg_scan.frontend.scan")
-def _lower_scan(pv, sdfg, state, f, init, xs, axis=-1, reverse=False, emit="inclusive", final=False, fill=0.0):
+def _lower_scan(pv, sdfg, state, f, init, xs, axis=-1, reverse=False, emit="inclusive", final=False, fill=0.0,
+                carries=None):
     from sdfg_scan.expansions.scan_body import build_body, translate
 
     api = "scan"
@@ -206,6 +225,9 @@ def _lower_scan(pv, sdfg, state, f, init, xs, axis=-1, reverse=False, emit="incl
     shape = list(descs[0].shape)
     axis, reverse, final = int(literal(axis, api)), bool(literal(reverse, api)), bool(literal(final, api))
     emit, fill = literal(emit, "op"), literal(fill, api)
+    if carries is not None and not isinstance(carries, int):
+        carries = tuple(literal(c, api) for c in carries)
+    keep = _carry_slots(carries, len(init_t))
     if not -len(shape) <= axis < len(shape):
         raise ValueError(f"sdfg_scan.scan: axis {axis} is out of range for '{xs_t[0]}' of rank {len(shape)}")
     ax = axis % len(shape)
@@ -225,7 +247,7 @@ def _lower_scan(pv, sdfg, state, f, init, xs, axis=-1, reverse=False, emit="incl
     code = translate(f, len(init_t), len(xs_t), fill, [d.dtype for d in descs])
     ydts = [cdts[0] if cdts else x0dt] * code.ny
     body, ins, outs = build_body(f"scan_{getattr(f, '__name__', 'body')}", code, [d.dtype for d in descs],
-                                 inits, cdts, ydts, reverse, emit, final)
+                                 inits, cdts, ydts, reverse, emit, final, set(keep))
     node = Scan("scan", body, ins, outs, columns="map", axis=axis, emit=emit)
     inputs = {f"xs{i}": x for i, x in enumerate(xs_t)}
     inputs.update({f"init{j}": getattr(v, "value", v) for j, v in enumerate(init_t) if f"init{j}" in ins})

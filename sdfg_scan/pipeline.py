@@ -182,7 +182,9 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         in place and drops their identity copies (each pair is checked; an illegal pair is left alone).
         Only pass pairs the caller really aliases: the outputs are no longer written otherwise.
     :param gpu_transform: ``target="gpu"`` applies DaCe's GPU transformation unless this is False
-        (gt4py's hooks: gt4py applies its own later).
+        (gt4py's hooks: gt4py applies its own later). Then each node is chosen for where its data are
+        now (host memory: a CPU expansion), and the caller selects again after its GPU transformation
+        (``sdfg_scan.gt4py``'s last hook does).
     :param vectorize_maps: under ``replay``/``approx`` on the CPU, apply ``VectorizeCellMap`` to the
         top-level pointwise maps (experimental: on graupel GCC vectorises two of its three maps, not
         the largest one yet).
@@ -245,7 +247,10 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     if target == "gpu" and gpu_transform:
         sdfg.apply_gpu_transformations()
     sdfg.validate()
-    report.nodes = select_expansions(sdfg, target=target, reproducibility=reproducibility)
+    # without the GPU transformation (gt4py's hooks: gt4py moves the data later) a node whose data are still
+    # in host memory is chosen for where it runs now; the caller selects again once the layout is final
+    where = None if (target == "gpu" and not gpu_transform) else target
+    report.nodes = select_expansions(sdfg, target=where, reproducibility=reproducibility)
     choices = {c.node: c for c in report.nodes}
     # 6. the reproducibility contract's compiler flags, for the whole program
     report.flags = pin_flags(sdfg, reproducibility)

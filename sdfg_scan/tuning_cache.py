@@ -17,7 +17,7 @@ import platform
 from pathlib import Path
 
 SEMANTIC = ("op", "axis", "direction", "emit", "reverse", "exclusive", "columns", "prefactored", "offsets",
-            "has_mask", "has_levels", "start", "stop", "block_size", "lanes")
+            "has_mask", "has_levels", "start", "stop", "block_size", "lanes", "combine")
 
 
 def cache_dir() -> Path:

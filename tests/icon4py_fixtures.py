@@ -111,6 +111,16 @@ def fresh(kw: dict) -> dict:
     return copy_arguments(kw)
 
 
+def outputs_of(compiled: dict, kw: dict) -> dict:
+    """``{name: {array: values}}``: each compiled SDFG of ``compiled`` called once on fresh copies of ``kw``."""
+    outs = {}
+    for name, c in compiled.items():
+        a = fresh(kw)
+        c(**a)
+        outs[name] = {n: v for n, v in a.items() if isinstance(v, np.ndarray)}
+    return outs
+
+
 def compile_once(key: str, sdfg: dace.SDFG):
     """Compile ``sdfg`` once per test run under ``key`` (same exact host flags for every SDFG).
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import dace
 import pytest
 from conftest import cuda_code, nvcc_compile
 
-from sdfg_scan.harness import one_node_sdfg
+from sdfg_scan.cost import GPU_COLUMNS_TO_FILL
+from sdfg_scan.expansions.parallel_prefix import GPU_BLOCK, GPU_WARP
+from sdfg_scan.harness import one_node_sdfg, strides_for
 from sdfg_scan.nodes import CumulativeScan, LinearRecurrence
 from sdfg_scan.select import select_expansions
 
@@ -45,3 +49,68 @@ def test_nvcc_compiles_sm90(tmp_path):
     sdfg = _gpu_sdfg("linrec", "cell")
     sdfg.expand_library_nodes()
     nvcc_compile(cuda_code(sdfg), tmp_path)
+
+
+# -- parallel_prefix: warp per column, block per column, three kernels -----------------------------
+
+PREFIX_CHUNK = 256
+
+
+def _prefix_sdfg(layout: str) -> dace.SDFG:
+    """A CumulativeScan and a LinearRecurrence, ``parallel_prefix``: over the two layouts, each node in
+    both directions and the recurrence with and without ``init`` (cell: reverse exclusive cumsum, forward
+    recurrence with init; k: forward cumsum, reverse recurrence from a constant)."""
+    cell = layout == "cell"
+    sdfg = dace.SDFG(f"gpu_prefix_{layout}")
+    for name in ("x", "a", "b", "y_cs", "y_lr"):
+        sdfg.add_array(name, [N, K], dace.float64, strides=strides_for([N, K], 1, layout))
+    sdfg.add_array("init", [N], dace.float64)
+    state = sdfg.add_state()
+    nodes = {"cs": (CumulativeScan("cs", axis=1, reverse=cell, exclusive=cell), {"_in": "x"}, "y_cs"),
+             "lr": (LinearRecurrence("lr", axis=1, reverse=not cell, has_init=cell),
+                    {"a": "a", "b": "b"} | ({"init": "init"} if cell else {}), "y_lr")}
+    for node, ins, out in nodes.values():
+        node.implementation, node.chunk_size = "parallel_prefix", PREFIX_CHUNK
+        for conn, name in ins.items():
+            state.add_edge(state.add_read(name), None, node, conn, dace.Memlet.from_array(name, sdfg.arrays[name]))
+        state.add_edge(node, "_out", state.add_write(out), None, dace.Memlet.from_array(out, sdfg.arrays[out]))
+    sdfg.apply_gpu_transformations()
+    return sdfg
+
+
+def _kernels(code: str) -> dict[str, str]:
+    """Kernel name -> the text from its ``__global__`` line to the next kernel (its launch included)."""
+    parts = code.split("__global__ void")[1:]
+    return {re.search(r"__launch_bounds__\(\d+\)\s+(\w+)\(", p).group(1): p for p in parts}
+
+
+@pytest.mark.parametrize("layout", ["cell", "k"])
+def test_parallel_prefix_in_block_schedules(layout, tmp_path):
+    """Per node, the warp-per-column and block-per-column kernels (one launch each, barriers in the
+    tasklet, no return before them) and the three-kernel pass, chosen by the host from N and K; the
+    translation unit compiles with nvcc for sm_90 (numerics: tests/test_parallel_prefix.py runs the same
+    thread code on the CPU, benchmarks/gpu_check.py on a GPU)."""
+    sdfg = _prefix_sdfg(layout)
+    sdfg.expand_library_nodes()
+    sdfg.validate()
+    objs = sdfg.generate_code()
+    host = next(o.clean_code for o in objs if o.language == "cpp" and "__dace_runkernel" in o.clean_code)
+    code = next(o.clean_code for o in objs if o.language == "cu")
+    kernels = _kernels(code)
+    assert len(kernels) == 10
+    for label in ("cs", "lr"):
+        mine = {re.sub(r"(_\d+)+$", "", k)[len(label) + 1:]: v for k, v in kernels.items()
+                if k.startswith(label + "_")}
+        assert set(mine) == {"warp_per_column", "block_per_column", "totals", "offsets", "rescan"}
+        warp, block = mine["warp_per_column"], mine["block_per_column"]
+        assert warp.count("__syncwarp();") == 2 and "__syncthreads" not in warp
+        assert block.count("__syncthreads();") == 2 and "__syncwarp" not in block
+        for k in (warp, block):
+            assert k.lstrip().startswith(f"__launch_bounds__({GPU_BLOCK})") and f"dim3({GPU_BLOCK}, 1, 1)" in k
+            assert "return" not in k[:k.index("DACE_EXPORTED")]  # every thread reaches the barriers
+        assert f"dim3(int_ceil(N, {GPU_BLOCK // GPU_WARP}), 1, 1)" in warp and "dim3(N, 1, 1)" in block
+        assert all("__sync" not in mine[p] for p in ("totals", "offsets", "rescan"))
+    nch = f"int_ceil(K, {PREFIX_CHUNK})"
+    assert host.count(f"if (({nch} <= {GPU_WARP}))") == 2
+    assert host.count(f"else if ((({nch} <= {GPU_BLOCK}) || (N >= {int(GPU_COLUMNS_TO_FILL) // GPU_BLOCK})))") == 2
+    nvcc_compile(code, tmp_path)

@@ -127,6 +127,25 @@ def test_hooks_lift_every_scan_and_the_choice_survives_auto_optimize(program):
     sdfg.validate()
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("program", ["cumsum_k", "precip_gated"])
+def test_gpu_hooks_lift_expand_and_the_cuda_compiles(program, tmp_path):
+    """The GPU path end to end up to the compiler: gt4py's GPU translator (``DaCeConfig(gpu=True)``) with
+    the GPU hooks lifts at ``TopLevelDataFlowPre`` (the data are still in host memory there: the choice is
+    made again at ``AfterToGPU``), expands every node in that last hook, and nvcc compiles the result."""
+    from conftest import cuda_code, nvcc_compile
+
+    hooks = sg.optimization_hooks(gpu=True, reproducibility="exact")
+    translator = gtx_factory.make_dace_translator(gtx_factory.DaCeConfig(gpu=True),
+                                                  auto_optimize_args={"optimization_hooks": hooks})
+    sdfg = translator.generate_sdfg(PROGRAMS[program].program.gtir, {}, K)
+    assert len(hooks.reports) == 1 and hooks.reports[0].scans_lifted >= 1, hooks.reports[0].table()
+    assert not [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, ColumnNode)]
+    code = cuda_code(sdfg)
+    assert "__global__" in code
+    nvcc_compile(code, tmp_path)
+
+
 def test_set_fast_implementations_would_reset_an_unexpanded_choice():
     """Why the last hook expands: DaCe's ``set_fast_implementations`` on GPU forces ``pure`` on
     sequential-scheduled library nodes, an implementation sdfg_scan nodes do not have."""

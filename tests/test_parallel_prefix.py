@@ -7,14 +7,16 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import itertools
+import subprocess
 
 import dace
 import numpy as np
 import pytest
-from conftest import cuda_code, nvcc_compile
 
 import sdfg_scan
 from sdfg_scan import reference
+from sdfg_scan.expansions import parallel_prefix as pp
+from sdfg_scan.expansions.parallel_prefix_ops import affine_op, cumulative_op
 from sdfg_scan.harness import numpy_array, one_node_sdfg, strides_for
 from sdfg_scan.nodes import CumulativeScan, LinearRecurrence
 from sdfg_scan.select import select_expansions
@@ -202,25 +204,59 @@ def test_chunk_size_must_be_positive():
         sdfg.expand_library_nodes()
 
 
+def _emulated_block(node, layout: str, width: int, tmp_path) -> ctypes.CDLL:
+    """The thread code of a one-kernel GPU schedule (``pp._in_block_passes``) as a C++ function
+    ``run(<inputs>, _out, <totals>, N, K)`` that runs, block after block, every thread of the block
+    through a pass before any thread starts the next one: what the barriers guarantee."""
+    ins = {c: F for c in node.in_connectors}
+    if "init" in ins:
+        ins["init"] = ([N], dace.float64, False)
+    sdfg = one_node_sdfg("emulated", node, ins, {"_out": F}, 1, layout)
+    state = sdfg.start_state
+    op = (cumulative_op if isinstance(node, CumulativeScan) else affine_op)(node, state)
+    code = pp._Code(node, state, op, CHUNK, stream=False)
+    head, passes = pp._in_block_passes(code, width)
+    args = ", ".join([f"const double* p_{c}" for c in op.inputs + op.col_inputs] + ["double* p__out"]
+                     + [f"double* p_tot{i}" for i in range(code.nc)] + ["int N", "int K"])
+    per_block = pp.GPU_BLOCK // width
+    threads = "".join(f"for (int _w = 0; _w < {pp.GPU_BLOCK}; ++_w) {{\n{head}{p}}}\n" for p in passes)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    src = tmp_path / "emulated.cpp"
+    src.write_text(f'extern "C" void run({args}) {{\n'
+                   f"for (int _b = 0; _b < (N + {per_block - 1}) / {per_block}; ++_b) {{\n{threads}}}\n}}\n")
+    lib = tmp_path / "emulated.so"
+    subprocess.run(["g++", "-O1", "-ffp-contract=off", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    return ctypes.CDLL(str(lib))
+
+
 @pytest.mark.gpu
+@pytest.mark.parametrize("width", [pp.GPU_WARP, pp.GPU_BLOCK], ids=["warp", "block"])
 @pytest.mark.parametrize("kind", ["cumsum", "linrec"])
-def test_gpu_code_generation_and_nvcc(kind, tmp_path):
-    """On the GPU: the three passes become three kernels (one thread per (column, chunk), one per
-    column for the offsets); the CUDA translation unit compiles with nvcc (numerics: benchmarks/gpu_check.py)."""
-    if kind == "cumsum":
-        node = CumulativeScan("cs", axis=1, reverse=True, exclusive=True)
-        sdfg = one_node_sdfg("test_pp_gpu_cumsum", node, {"_in": F}, {"_out": F}, 1, "cell")
-    else:
-        node = LinearRecurrence("lr", axis=1, has_init=True)
-        sdfg = one_node_sdfg("test_pp_gpu_linrec", node, {"a": F, "b": F, "init": ([N], dace.float64, False)},
-                             {"_out": F}, 1, "k")
-    node.implementation, node.chunk_size = "parallel_prefix", 256
-    sdfg.apply_gpu_transformations()
-    sdfg.expand_library_nodes()
-    code = cuda_code(sdfg)
-    assert code.count("__global__") == 3
-    assert "#pragma GCC unroll" not in code  # one chunk per GPU thread
-    nvcc_compile(code, tmp_path)
+def test_in_block_thread_code_bitwise_on_cpu(kind, width, tmp_path):
+    """The GPU warp- and block-per-column thread code, run on the CPU pass by pass, gives the chunked
+    reference's bits: chunks shared round robin, padding warps past the last column, columns of more
+    chunks than threads (kernels and launches: tests/test_gpu_codegen.py; on a GPU: benchmarks/gpu_check.py)."""
+    rng = np.random.default_rng(7)
+    for layout, rev, flag in itertools.product(("k", "cell"), (False, True), (False, True)):
+        if kind == "cumsum":
+            node = CumulativeScan("cs", axis=1, reverse=rev, exclusive=flag)
+        else:
+            node = LinearRecurrence("lr", axis=1, reverse=rev, has_init=flag, init_value=0.25)
+        node.chunk_size = CHUNK
+        run = _emulated_block(node, layout, width, tmp_path / f"{layout}{int(rev)}{int(flag)}")
+        for ncol, nlev in [(0, 7), (1, 0), (1, 1), (3, 37), (9, 160), (17, 1400)]:
+            x, a, y0 = rng.uniform(0.5, 1.5, (ncol, nlev)), rng.uniform(-1.05, 1.05, (ncol, nlev)), rng.random(ncol)
+            if kind == "cumsum":
+                vals = [x]
+                want = reference.cumulative(x, "sum", 1, rev, flag, order="chunked", chunk=CHUNK)
+            else:
+                vals = [a, x] + ([y0] if flag else [])
+                want = reference.linear_recurrence(a, x, 1, rev, y0 if flag else 0.25, order="chunked", chunk=CHUNK)
+            arrs = [numpy_array(v, 1, layout) if v.ndim == 2 else v for v in vals]
+            out = numpy_array(np.full((ncol, nlev), np.nan), 1, layout)
+            tots = [np.full(max(ncol * -(-nlev // CHUNK), 1), np.nan) for _ in range(2 if kind == "linrec" else 1)]
+            run.run(*[v.ctypes.data_as(ctypes.c_void_p) for v in arrs + [out] + tots], ncol, nlev)
+            assert np.array_equal(out.view(np.uint64), want.view(np.uint64)), (layout, rev, flag, ncol, nlev)
 
 
 # -- associative_scan ------------------------------------------------------------------------------
@@ -263,9 +299,11 @@ def test_associative_scan_lowers_to_cumulative_scan_in_a_program():
     assert np.array_equal(y, sdfg_scan.associative_scan(np.minimum, x, axis=1, reverse=True))
 
 
-def test_associative_scan_refuses_other_combines_in_a_program():
+def test_associative_scan_lowers_other_combines_to_associative_scan_in_a_program():
+    """Other combine functions become an ``AssociativeScan`` (tests/test_associative_scan.py)."""
     def prog(x, y):
         y[:] = sdfg_scan.associative_scan(lambda p, q: p + 2 * q, x, axis=1)
 
-    with pytest.raises(Exception, match="only one array combined with one of np.add"):
-        _program(prog).to_sdfg()
+    sdfg = _program(prog).to_sdfg()
+    (node,) = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, sdfg_scan.AssociativeScan)]
+    assert list(node.combine) == ["a0 + 2 * b0"]

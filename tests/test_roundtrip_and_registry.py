@@ -13,7 +13,7 @@ import dace
 from sdfg_scan import registry
 from sdfg_scan.expansions import REPRODUCIBILITY, TARGETS
 from sdfg_scan.harness import one_node_sdfg
-from sdfg_scan.nodes import CumulativeScan, LinearRecurrence
+from sdfg_scan.nodes import AssociativeScan, CumulativeScan, LinearRecurrence
 
 N, K = dace.symbol("N"), dace.symbol("K")
 TESTS = Path(__file__).resolve().parent
@@ -47,10 +47,17 @@ def test_save_load_in_fresh_process(tmp_path):
     st.add_edge(st.add_read("_in"), None, lr, "b", dace.Memlet("_in[0:N, 0:K]"))
     st.add_edge(st.add_read("init"), None, lr, "init", dace.Memlet("init[0:N]"))
     st.add_edge(lr, "_out", st.add_write("y"), None, dace.Memlet("y[0:N, 0:K]"))
+    assoc = AssociativeScan("assoc", ["a0 * b0", "b0 * a1 + b1"], axis=1, reverse=True)
+    assoc.implementation, assoc.chunk_size = "parallel_prefix", 77
+    st.add_node(assoc)
+    for i, out in enumerate(("A", "B")):
+        sdfg.add_array(out, [N, K], dace.float64)
+        st.add_edge(st.add_read("_in"), None, assoc, f"_in{i}", dace.Memlet("_in[0:N, 0:K]"))
+        st.add_edge(assoc, f"_out{i}", st.add_write(out), None, dace.Memlet(f"{out}[0:N, 0:K]"))
     sdfg.validate()
     path = tmp_path / "roundtrip.sdfg"
     sdfg.save(str(path))
-    props = "op,axis,reverse,exclusive,block_size,has_init,label"
+    props = "op,axis,reverse,exclusive,block_size,has_init,label,combine,chunk_size"
     res = subprocess.run([sys.executable, "-c", _LOAD, str(path), props],
                          capture_output=True, text=True, check=True)
     nodes = {n["props"]["label"]: n for n in json.loads(res.stdout.strip().splitlines()[-1])}
@@ -61,6 +68,10 @@ def test_save_load_in_fresh_process(tmp_path):
     assert nodes["cs"]["props"]["block_size"] == "512"
     assert nodes["lr"]["class"] == "sdfg_scan.nodes.linear_recurrence.LinearRecurrence"
     assert nodes["lr"]["props"]["has_init"] == "True" and nodes["lr"]["props"]["reverse"] == "True"
+    assert nodes["assoc"]["class"] == "sdfg_scan.nodes.associative_scan.AssociativeScan"
+    assert nodes["assoc"]["implementation"] == "parallel_prefix"
+    assert nodes["assoc"]["props"]["combine"] == "['a0 * b0', 'b0 * a1 + b1']"
+    assert nodes["assoc"]["props"]["chunk_size"] == "77" and nodes["assoc"]["props"]["reverse"] == "True"
     # the JSON carries the classpath the VS Code viewer's daemon resolves, and the SDFV label
     doc = json.loads(path.read_text())
     text = json.dumps(doc)

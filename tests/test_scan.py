@@ -2,6 +2,7 @@
 
 
 import copy
+import warnings
 
 import dace
 import numpy as np
@@ -177,11 +178,14 @@ def pressure(c, x, k):
 def test_pressure_like_backward_flag_scan():
     @dace.program
     def prog(fac: dace.float64[N, K], ps: dace.float64[N], pifc: dace.float64[N, K], p: dace.float64[N, K]):
-        r0, r1, r2 = sdfg_scan.scan(pressure, (ps, 0.0, True), (fac,), axis=1, reverse=True)
+        r0, r1 = sdfg_scan.scan(pressure, (ps, 0.0, True), (fac,), axis=1, reverse=True, carries=(0, 1))
         pifc[:] = r0
         p[:] = r1
 
-    sdfg = prog.to_sdfg()
+    with warnings.catch_warnings(record=True) as caught:   # no array written that nobody reads
+        warnings.simplefilter("always")
+        sdfg = prog.to_sdfg(simplify=True)
+    assert not [w for w in caught if "Tried to remove" in str(w.message)]
     (node,) = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Scan)]
     s = analyze_scan(node.body)
     assert s.direction == "backward" and s.carries["_c2"].dtype == dace.bool_
@@ -192,6 +196,37 @@ def test_pressure_like_backward_flag_scan():
     (w_ifc, w_p, _), _, _ = reference.scan(pressure, (ps, 0.0, True), {0: fac}, axis=1, reverse=True,
                                            dtypes=[np.float64, np.float64, np.bool_])
     assert np.array_equal(pifc, w_ifc) and np.array_equal(p, w_p)
+
+
+def test_carries_selects_the_returned_slots():
+    """``carries=(1,)``: only slot 1's per-level values are returned (with ``include_initial`` and the
+    final carries, which stay complete), the same as the Python call; bad selections are refused."""
+    @dace.program
+    def prog(fac: dace.float64[N, K], ps: dace.float64[N], p: dace.float64[N, K + 1], f0: dace.float64[N],
+             f1: dace.float64[N], f2: dace.bool_[N]):
+        r1, g0, g1, g2 = sdfg_scan.scan(pressure, (ps, 0.0, True), (fac,), axis=1, reverse=True,
+                                        emit="include_initial", final=True, carries=(1,))
+        p[:] = r1
+        f0[:] = g0
+        f1[:] = g1
+        f2[:] = g2
+
+    sdfg = prog.to_sdfg(simplify=True)
+    (node,) = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Scan)]
+    assert sorted(c for c in node.out_connectors if c.startswith("carry")) == ["carry1"]
+    rng = np.random.default_rng(5)
+    for n, nk in ((1, 1), (7, 2), (5, 65)):
+        fac, ps = rng.uniform(0.9, 1.0, (n, nk)), rng.uniform(9e4, 1e5, n)
+        out = {"p": np.zeros((n, nk + 1)), "f0": np.zeros(n), "f1": np.zeros(n), "f2": np.zeros(n, dtype=bool)}
+        sdfg(fac=fac, ps=ps, **out, N=n, K=nk)
+        want = sdfg_scan.scan(pressure, (ps, 0.0, True), (fac,), axis=1, reverse=True, emit="include_initial",
+                              final=True, carries=(1,))
+        for got, w in zip(out.values(), want, strict=True):
+            assert np.array_equal(got, w)
+    with pytest.raises(ValueError, match=r"carries \(0, 3\) must be distinct slot indices in \[0, 3\)"):
+        sdfg_scan.scan(pressure, (ps, 0.0, True), (fac,), axis=1, carries=(0, 3))
+    with pytest.raises(TypeError, match="carries must be carry slot indices"):
+        sdfg_scan.scan(pressure, (ps, 0.0, True), (fac,), axis=1, carries=("a",))
 
 
 # -- structure, validation, GPU ---------------------------------------------------------------------

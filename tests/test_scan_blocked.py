@@ -8,6 +8,8 @@ small fixtures have no vectorised libm call where the scalar one would round dif
 
 from __future__ import annotations
 
+import copy
+
 import icon4py_fixtures as fx
 import numpy as np
 import pytest
@@ -63,6 +65,20 @@ def test_blocked_simd_is_close_to_the_original(form, vectorize_maps):
 
 
 @pytest.mark.long
+def test_graupel_blocked_kcached_is_bitwise_the_original():
+    """``graupel_run_dyn``: after ``DeadCarryElimination`` its ``rho`` and ``t`` delay lines are reads at
+    k and k - 1; ``blocked_kcached`` serves them from ``[2, B]`` rings, bitwise the IEEE-strict original."""
+    from sdfg_scan.expansions.scan_kcached import ring_plan
+
+    form = "graupel_run_dyn.opt_nohooks"
+    sdfg, scans = _lifted(form, "blocked_kcached")
+    plan = ring_plan(scans[0][0].body)
+    assert not isinstance(plan, str) and len(plan.rings) == 2
+    kw = fx.inputs(form, fx.load(form), ncells=2048, nlev=65)
+    fx.assert_bitwise_equal(fx.run(f"orig_{form}", fx.load(form), kw), fx.run(f"blocked_kc_{form}", sdfg, kw))
+
+
+@pytest.mark.long
 def test_graupel_replay_within_the_contract():
     """``graupel_run_dyn`` with ``blocked_simd`` and its pointwise maps vectorised (vector ``pow``/``exp``):
     within rtol 1e-6 on at least 99.9 % of every float output's entries, no new NaN/Inf, the same
@@ -84,8 +100,8 @@ def test_graupel_replay_within_the_contract():
 
 def test_blocked_is_eligible_on_cell_contiguous_cpu_and_ranked_by_measurement():
     """``blocked`` applies to a lifted cell-contiguous scan; the cost model ranks it below
-    ``levels_outside`` (measured: forward sweep 20480 x 65, 7.5 ms against 5.9 ms), and ``blocked_simd``
-    below ``blocked`` (its efficiency is still the one measured before its cell loop vectorised)."""
+    ``levels_outside`` (measured: forward sweep 20480 x 65, 7.5 ms against 5.9 ms), and, for a body
+    without libm calls, ``blocked_simd`` below ``blocked`` (selects cost more than branches)."""
     form = FORMS[0]
     sdfg, scans = _lifted(form)
     node, state = scans[0]
@@ -97,6 +113,80 @@ def test_blocked_is_eligible_on_cell_contiguous_cpu_and_ranked_by_measurement():
     assert refusal(node, "blocked", impls["blocked"], ctx) is None
     assert refusal(node, "blocked_simd", impls["blocked_simd"], ctx) is None
     assert cost_of(node, impls["blocked"], ctx) < cost_of(node, impls["blocked_simd"], ctx)
+
+
+def test_replay_picks_blocked_simd_for_a_body_with_libm_calls():
+    """A body that calls libm (graupel: pow, exp, log, sqrt) is compute-bound: ``auto`` under ``replay``
+    picks ``blocked_simd`` (vector calls), under ``exact`` a scalar expansion; the estimates differ by
+    the calls only (the streaming part is the body's bytes, the same as without them)."""
+    import dace
+    from dace.properties import CodeBlock
+
+    from sdfg_scan.cost import math_calls
+
+    sdfg, scans = _lifted(FORMS[1])
+    node, state = scans[0]
+    assert math_calls(node) == 0
+    tasklets = [t for t, _ in node.body.all_nodes_recursive() if isinstance(t, dace.nodes.Tasklet)
+                and t.language == dace.Language.Python and t.out_connectors]
+    t = tasklets[0]
+    out = next(iter(t.out_connectors))
+    t.code = CodeBlock(t.code.as_string + f"\n{out} = {out} + 0.0 * (pow(1.5, 2.5) + exp(0.5) + log(2.0))")
+    assert math_calls(node) == 3
+    assert choose(node, state, floor="replay").implementation == "blocked_simd"
+    exact = choose(node, state, floor="exact")
+    assert exact.implementation not in ("blocked_simd",) and exact.reproducibility == "exact"
+
+
+@pytest.fixture(scope="module")
+def delay_line_programs():
+    """A gt4py-shaped delay-line scan over cell-contiguous fields (forward and backward), after
+    ``optimize`` (lifted, its delay line turned into ``x[k -/+ 1]`` reads), as ``blocked`` and as
+    ``blocked_kcached``, and the original; compiled once, IEEE-strict."""
+    import gt4py_shaped as gs
+
+    built = {}
+    for backward in (False, True):
+        col = gs.Column((gs.Slot("delay_line", ins=(1, 2, 1)),), backward=backward, cell_contiguous=True)
+        orig = gs.program(col, f"bk_orig_{int(backward)}")
+        progs = {"orig": gs.compile_exact(orig)}
+        for impl in ("blocked", "blocked_kcached"):
+            sdfg = copy.deepcopy(orig)
+            sdfg.name = f"bk_{impl}_{int(backward)}"
+            sdfg_scan.optimize(sdfg, target="cpu", reproducibility="exact")
+            (node, state), = [(n, st) for n, st in sdfg.all_nodes_recursive() if isinstance(n, Scan)]
+            assert node.columns == "cells"
+            node.implementation = impl
+            progs[impl] = gs.compile_exact(sdfg)
+        built[backward] = (col, orig, progs)
+    return built
+
+
+@pytest.mark.parametrize("backward", [False, True], ids=["forward", "backward"])
+def test_blocked_kcached_is_bitwise_blocked_and_the_original(delay_line_programs, backward):
+    """The ring (``[W, B]`` per block) changes only copies: every output bitwise the original program
+    and ``blocked``, from 1 level up, block-partial cell counts included."""
+    import gt4py_shaped as gs
+
+    col, orig, progs = delay_line_programs[backward]
+    for ncells, nlev in ((1, 1), (3, 2), (257, 7), (40, 1)):
+        outs = fx.outputs_of(progs, gs.arguments(col, orig, ncells, nlev, seed=ncells + nlev))
+        fx.assert_bitwise_equal(outs["orig"], outs["blocked"])
+        fx.assert_bitwise_equal(outs["orig"], outs["blocked_kcached"])
+
+
+def test_blocked_kcached_applies_only_to_level_offset_reads():
+    """Without level-offset reads (the Thomas forward sweep) ``blocked_kcached`` is refused with the
+    reason, and pinning it raises a clear error; where it applies it costs what ``blocked`` costs, so
+    ``auto`` keeps ``blocked``'s rank (ties go to the earlier expansion)."""
+    sdfg, scans = _lifted(FORMS[1])
+    node, state = scans[0]
+    ctx = context_of(node, state, "exact")
+    why = refusal(node, "blocked_kcached", Scan.implementations["blocked_kcached"], ctx)
+    assert why is not None and "no level-offset reads to cache" in why
+    node.implementation = "blocked_kcached"
+    with pytest.raises(ValueError, match="blocked_kcached expansion cannot build this scan"):
+        sdfg.expand_library_nodes(recursive=False)
 
 
 def test_blocked_refuses_gpu_and_single_columns():

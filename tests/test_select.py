@@ -124,3 +124,8 @@ def test_optimize_for_the_gpu_without_the_gpu_transformation():
     assert not any(isinstance(n, dace.nodes.MapEntry) and n.map.schedule == dace.ScheduleType.GPU_Device
                    for n, _ in sdfg.all_nodes_recursive())
     assert report.nodes and all(c.target == "gpu" for c in report.nodes)
+    # gt4py lowers GPU programs with host-memory transients and moves them at its own GPU transformation:
+    # before it, a node is chosen for where it runs (the CPU), no error; gt4py's last hook chooses again
+    host, _ = _reduce("cell", op="sum")
+    report = sdfg_scan.optimize(host, target="gpu", reproducibility="exact", gpu_transform=False)
+    assert report.nodes and all(c.target == "cpu" for c in report.nodes)

@@ -14,12 +14,34 @@ GPU) whose dependent chains run interleaved in one loop, which hides the latency
 4 cycles per element for a sum, 8 for the affine step): this is where the gain over ``sequential``
 comes from when every thread already has a column. ``G`` changes no bit.
 
-On the GPU the three passes are three kernels. On the CPU one tasklet holds the schedule
-(:func:`_cpu_code`), chosen at run time from the thread count: where the columns fill the threads,
-one OpenMP loop over columns in which each column walks its groups in order (pass 1 for a group, its
-offsets, pass 3 while the group is in cache: the inputs come from memory once); else the three passes
-as OpenMP loops over tasks. Both run the same operations on the same values, so the bits are the same.
-Contiguous CPU outputs are written with streaming stores (:data:`STREAM_STORES`).
+On the GPU the expansion holds three schedules, all built, and picks one at run time from the sizes
+(``nch`` chunks per column, ``ncol`` columns; both symbolic when the SDFG is built) in a ``ConditionalBlock``:
+
+- warp per column, where ``nch <= GPU_WARP`` (short columns, or a small ``chunk_size``): one kernel, blocks
+  of ``GPU_BLOCK`` threads holding ``GPU_BLOCK // GPU_WARP`` columns, a warp each; ``__syncwarp()``;
+- block per column, where ``nch <= GPU_BLOCK`` or the columns' blocks fill the GPU (``ncol * GPU_BLOCK >=
+  GPU_COLUMNS_TO_FILL``): one kernel, a block of ``GPU_BLOCK`` threads per column; ``__syncthreads()``;
+- three kernels otherwise (few columns with more chunks than a block has threads): totals and rescan a
+  thread per (column, chunk), offsets a thread per column. For 2 columns x 4M levels in chunks of 1024
+  this runs 8192 threads spread over the device, where a block per column runs 512 on two multiprocessors.
+
+In the one-kernel schedules thread ``t`` of a column's ``W`` threads folds chunks ``t, t + W, ...`` into
+their totals (pass 1); after a barrier thread 0 computes the column's offsets in order (pass 2); after a
+second barrier each thread rescans its chunks (pass 3): one launch instead of three. In DaCe this is a
+``GPU_Device`` map over blocks around a ``GPU_ThreadBlock`` map of exactly ``GPU_BLOCK`` threads around
+one C++ tasklet holding the barriers: DaCe puts no guard around a thread-block map whose range is the
+block size, and the tasklet has no return and no barrier inside a loop, so every thread of a block
+reaches both barriers (the padding warps past the last column included). Every schedule runs the same
+pass code (:func:`_pass_code`, :func:`_offsets_code`), so the operations, their order and the bits are
+the same: the choice changes the speed only. The thresholds are not measured yet (no GPU in this
+project's CI; ``benchmarks/gpu_check.py --prefix-schedules`` times each schedule).
+
+On the CPU one tasklet holds the schedule (:func:`_cpu_code`), chosen at run time from the thread count:
+where the columns fill the threads, one OpenMP loop over columns in which each column walks its groups in
+order (pass 1 for a group, its offsets, pass 3 while the group is in cache: the inputs come from memory
+once); else the three passes as OpenMP loops over tasks. Both run the same operations on the same
+values, so the bits are the same. Contiguous CPU outputs are written with streaming stores
+(:data:`STREAM_STORES`).
 
 Cost description (for the cost model; ``s`` = item size, per level of a column)::
 
@@ -47,8 +69,11 @@ from typing import Any, TypeAlias
 
 import dace
 from dace import dtypes
+from dace.properties import CodeBlock
+from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
 
 from sdfg_scan.context import target_of
+from sdfg_scan.cost import GPU_COLUMNS_TO_FILL
 from sdfg_scan.expansions.column_loop import window_sdfg
 
 ColumnNode: TypeAlias = Any  # the node type (duck-typed: an expansion never imports a node module)
@@ -295,63 +320,132 @@ def _cpu_code(code: _Code, group: int) -> str:
 """
 
 
+GPU_WARP = 32
+"""Threads per column of the warp-per-column kernel, which takes the columns of at most this many chunks."""
+
+GPU_BLOCK = 256
+"""Threads per block of both one-kernel schedules: one column per block (block per column), or
+``GPU_BLOCK // GPU_WARP`` columns, a warp each (warp per column)."""
+
+
+def _in_block_passes(code: _Code, width: int) -> tuple[str, list[str]]:
+    """Thread ``_w`` of block ``_b`` in the one-kernel schedules, as a head (sizes, the thread's column
+    ``_c`` and ``lane``) and the three passes, which run between barriers: the ``width`` threads of a
+    column (a warp or the block) share its chunks round robin in passes 1 and 3, thread 0 runs pass 2.
+    The passes are the three-kernel schedule's code, so the operations and their order are the same."""
+    per_block = GPU_BLOCK // width
+    col = "(long long)_b" if per_block == 1 else f"(long long)_b * {per_block} + _w / {width}"
+    head = (f"const long long nk = {code.nk};\nconst long long C = {code.chunk};\n"
+            f"const long long nch = (nk + C - 1) / C;\nconst long long ncol = {code.ncol};\n"
+            f"const long long _c = {col}, lane = _w % {width};\n"
+            "const long long mine = _c < ncol ? nch : 0;\n"   # 0 in the padding warps past the last column
+            + "".join(f"{code.op.ctype}* const q_tot{i} = p_tot{i};\n" for i in range(code.nc)))
+
+    def each_chunk(src: str) -> str:
+        return (f"for (long long _j = lane; _j < mine; _j += {width}) {{\n"
+                f"const long long _t = _c * nch + _j;\n{{\n{src}}}\n}}\n")
+
+    return head, [each_chunk(_pass_code(code, 1, False)),
+                  f"if (lane == 0 && mine > 0) {{\n{_offsets_code(code)}}}\n",
+                  each_chunk(_pass_code(code, 1, True))]
+
+
+def _in_block_code(code: _Code, width: int) -> str:
+    """The tasklet of a one-kernel schedule: :func:`_in_block_passes` with a barrier between passes. Every
+    thread reaches both barriers: no return, and the loops hold no barrier."""
+    head, passes = _in_block_passes(code, width)
+    return head + ("__syncthreads();\n" if width == GPU_BLOCK else "__syncwarp();\n").join(passes)
+
+
+def _add_kernel(st: dace.SDFGState, name: str, maps: list, src: str, reads: list[str], outs: list[str],
+                dtype: dace.typeclass) -> None:
+    """A C++ tasklet ``src`` inside ``maps`` (``(range, schedule)``, outermost first) reading the arrays
+    ``reads`` (the chunk totals, the only transients, through ``q_*`` connectors, the rest through ``p_*``)
+    and writing ``outs`` through ``p_*``, whole arrays as pointers."""
+    scopes = [st.add_map(name + ("_threads" if i else ""), rng, schedule=sched) for i, (rng, sched) in enumerate(maps)]
+    if len(maps) == 1:
+        scopes[0][0].map.gpu_block_size = [64, 1, 1]
+
+    def conn(c: str) -> str:
+        return ("q_" if st.sdfg.arrays[c].transient else "p_") + c
+
+    t = st.add_tasklet(name, {conn(c): dtypes.pointer(dtype) for c in reads},
+                       {"p_" + c: dtypes.pointer(dtype) for c in outs}, src, language=dtypes.Language.CPP)
+    for c in reads:
+        st.add_memlet_path(st.add_read(c), *[e for e, _ in scopes], t, dst_conn=conn(c),
+                           memlet=dace.Memlet.from_array(c, st.sdfg.arrays[c]))
+    for c in outs:
+        st.add_memlet_path(t, *[x for _, x in reversed(scopes)], st.add_write(c), src_conn="p_" + c,
+                           memlet=dace.Memlet.from_array(c, st.sdfg.arrays[c]))
+
+
+def _gpu_schedules(sdfg: dace.SDFG, node: ColumnNode, code: _Code, dtype: dace.typeclass) -> None:
+    """The GPU control flow: one branch per schedule, chosen at run time from the sizes (module docstring)."""
+    tots = [f"tot{i}" for i in range(code.nc)]
+    ins, outs = code.op.inputs + code.op.col_inputs, list(code.op.outputs)
+    device, block = dtypes.ScheduleType.GPU_Device, dtypes.ScheduleType.GPU_ThreadBlock
+    nch = f"int_ceil({code.nk}, {code.chunk})"
+    fill = int(GPU_COLUMNS_TO_FILL) // GPU_BLOCK   # columns whose blocks fill the GPU
+    choice = ConditionalBlock(f"{node.label}_schedule")
+    sdfg.add_node(choice, is_start_block=True)
+    for label, cond, width in (("warp_per_column", f"{nch} <= {GPU_WARP}", GPU_WARP),
+                               ("block_per_column", f"({nch} <= {GPU_BLOCK}) or ({code.ncol} >= {fill})",
+                                GPU_BLOCK)):
+        region = ControlFlowRegion(label, sdfg=sdfg)
+        choice.add_branch(CodeBlock(cond), region)
+        grid = code.ncol if width == GPU_BLOCK else f"int_ceil({code.ncol}, {GPU_BLOCK // width})"
+        _add_kernel(region.add_state(label, is_start_block=True), f"{node.label}_{label}",
+                    [({"_b": f"0:{grid}"}, device), ({"_w": f"0:{GPU_BLOCK}"}, block)],
+                    _in_block_code(code, width), ins, outs + tots, dtype)
+    region = ControlFlowRegion("three_kernels", sdfg=sdfg)
+    choice.add_branch(None, region)
+    tasks = f"0:({code.ncol}) * {nch}"
+    # pass 2 reads the totals through q_tot* and updates them in place through p_tot* (same memory)
+    alias = "".join(f"(void)q_tot{i};\n" for i in range(code.nc))
+    passes = [("totals", {"_t": tasks}, _pass_code(code, 1, False), ins, tots),
+              ("offsets", {"_c": f"0:{code.ncol}"}, alias + _offsets_code(code), tots, tots),
+              ("rescan", {"_t": tasks}, _pass_code(code, 1, True), ins + tots, outs)]
+    prev = None
+    for label, rng, src, reads, writes in passes:
+        st = region.add_state(label, is_start_block=prev is None)
+        if prev is not None:
+            region.add_edge(prev, st, dace.InterstateEdge())
+        _add_kernel(st, f"{node.label}_{label}", [(rng, device)], src, reads, writes, dtype)
+        prev = st
+
+
 def build_parallel_prefix(node: ColumnNode, state: dace.SDFGState, op: PrefixOp, chunk: int) -> dace.SDFG:
     """The expansion SDFG of ``op`` on ``node`` (module docstring)."""
     if chunk < 1:
         raise node.error(f"chunk_size must be a positive level count, got {chunk}")
     on_gpu = target_of(node, state) == "gpu"
     code = _Code(node, state, op, chunk, stream=not on_gpu)
-    group = 1 if on_gpu else CPU_GROUP
     conns = op.inputs + op.col_inputs + list(op.outputs)
     sdfg, descs = window_sdfg(node, state, conns, f"{node.label}_parallel_prefix")
     dtype = descs[op.inputs[0]].dtype
-    nch = f"int_ceil({code.nk}, {chunk})"
-    ntot = f"({code.ncol}) * {nch}"
+    ntot = f"({code.ncol}) * int_ceil({code.nk}, {chunk})"
     storage = dtypes.StorageType.GPU_Global if on_gpu else dtypes.StorageType.CPU_Heap
     for i in range(code.nc):
         sdfg.add_array(f"tot{i}", [dace.symbolic.pystr_to_symbolic(ntot)], dtype, transient=True, storage=storage)
+    if on_gpu:
+        _gpu_schedules(sdfg, node, code, dtype)
+        return sdfg
     tots = [f"tot{i}" for i in range(code.nc)]
 
     def full(c: str) -> dace.Memlet:
         return dace.Memlet.from_array(c, sdfg.arrays[c])
 
-    def add_pass(label: str, rng: str, src: str, ins: list[str], outs: list[str], prev=None) -> dace.SDFGState:
-        """One pass as a GPU kernel (a map over tasks around one tasklet)."""
-        st = sdfg.add_state(label, is_start_block=prev is None)
-        if prev is not None:
-            sdfg.add_edge(prev, st, dace.InterstateEdge())
-        param = "_c" if label == "offsets" else "_t"
-        me, mx = st.add_map(f"{node.label}_{label}", {param: rng})
-        me.map.gpu_block_size = [64, 1, 1]
-        t = st.add_tasklet(f"{node.label}_{label}", {"p_" + c if c not in tots else "q_" + c:
-                                                     dtypes.pointer(dtype) for c in ins},
-                           {"p_" + c: dtypes.pointer(dtype) for c in outs}, src, language=dtypes.Language.CPP)
-        for c in ins:
-            st.add_memlet_path(st.add_read(c), me, t, dst_conn=("q_" if c in tots else "p_") + c, memlet=full(c))
-        for c in outs:
-            st.add_memlet_path(t, mx, st.add_write(c), src_conn="p_" + c, memlet=full(c))
-        return st
-
-    if not on_gpu:
-        st = sdfg.add_state("parallel_prefix", is_start_block=True)
-        t = st.add_tasklet(f"{node.label}_parallel_prefix", {"p_" + c: dtypes.pointer(dtype)
-                                                             for c in op.inputs + op.col_inputs},
-                           {"p_" + c: dtypes.pointer(dtype) for c in list(op.outputs) + tots},
-                           _cpu_code(code, group), language=dtypes.Language.CPP,
-                           code_global=STREAM_STORES)
-        for c in op.inputs + op.col_inputs:
-            st.add_edge(st.add_read(c), None, t, "p_" + c, full(c))
-        for c in list(op.outputs) + tots:
-            st.add_edge(t, "p_" + c, st.add_write(c), None, full(c))
-        return sdfg
-    tasks = f"0:({code.ncol}) * int_ceil({nch}, {group})"
-    # pass 2 reads the totals through q_tot* and updates them in place through p_tot* (same memory)
-    alias = "".join(f"(void)q_tot{i};\n" for i in range(code.nc))
-    s1 = add_pass("totals", tasks, _pass_code(code, group, False), op.inputs + op.col_inputs, tots)
-    s2 = add_pass("offsets", f"0:{code.ncol}", alias + _offsets_code(code), tots, tots, s1)
-    rescan_src = _pass_code(code, group, True)
-    add_pass("rescan", tasks, rescan_src, op.inputs + op.col_inputs + tots, list(op.outputs), s2)
+    st = sdfg.add_state("parallel_prefix", is_start_block=True)
+    t = st.add_tasklet(f"{node.label}_parallel_prefix", {"p_" + c: dtypes.pointer(dtype)
+                                                         for c in op.inputs + op.col_inputs},
+                       {"p_" + c: dtypes.pointer(dtype) for c in list(op.outputs) + tots},
+                       _cpu_code(code, CPU_GROUP), language=dtypes.Language.CPP,
+                       code_global=STREAM_STORES)
+    for c in op.inputs + op.col_inputs:
+        st.add_edge(st.add_read(c), None, t, "p_" + c, full(c))
+    for c in list(op.outputs) + tots:
+        st.add_edge(t, "p_" + c, st.add_write(c), None, full(c))
     return sdfg
 
 
-__all__ = ["CPU_GROUP", "DEFAULT_CHUNK", "PrefixOp", "build_parallel_prefix"]
+__all__ = ["CPU_GROUP", "DEFAULT_CHUNK", "GPU_BLOCK", "GPU_WARP", "PrefixOp", "build_parallel_prefix"]

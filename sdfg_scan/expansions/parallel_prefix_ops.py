@@ -1,11 +1,13 @@
-"""The ``parallel_prefix`` expansions of ``CumulativeScan`` and ``LinearRecurrence``: each node's scan
-as a :class:`~sdfg_scan.expansions.parallel_prefix.PrefixOp` (associative step, start, outputs), built
-by :func:`~sdfg_scan.expansions.parallel_prefix.build_parallel_prefix`.
+"""The ``parallel_prefix`` expansions of ``CumulativeScan``, ``LinearRecurrence`` and ``AssociativeScan``:
+each node's scan as a :class:`~sdfg_scan.expansions.parallel_prefix.PrefixOp` (associative step, start,
+outputs), built by :func:`~sdfg_scan.expansions.parallel_prefix.build_parallel_prefix`.
 
 - cumulative ``op``: the carry is the running value, ``step(c, e) = c (op) e``;
 - linear recurrence ``y[k] = a[k] * y[k-1] + b[k]``: the carry is the affine map ``y -> A*y + B`` of
   the levels so far, ``step((A, B), (a, b)) = (a*A, a*B + b)``, started from ``(a, a*init + b)``; its
-  ``B`` part is the sequential ``y`` operation for operation, and ``y`` is written.
+  ``B`` part is the sequential ``y`` operation for operation, and ``y`` is written;
+- associative scan of ``fn``: the carry is one value per array, ``step(c, e) = fn(c, e)`` (the node's
+  ``combine`` rendered as C++), started from the element itself; every carry slot is written.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dace.transformation.transformation import ExpandTransformation
 
 from sdfg_scan.cost import GPU_COLUMNS_TO_FILL, machine, nbytes, size
 from sdfg_scan.expansions import declare
+from sdfg_scan.expansions.associative_combine import cpp_steps
 from sdfg_scan.expansions.column_reduce_tree import cpp_literal
 from sdfg_scan.expansions.environments import ExactArithmetic
 from sdfg_scan.expansions.parallel_prefix import DEFAULT_CHUNK, PrefixOp, build_parallel_prefix
@@ -52,6 +55,18 @@ def affine_op(node, state: dace.SDFGState) -> PrefixOp:
                     col_inputs=["init"] if node.has_init else [])
 
 
+def associative_op(node, state: dace.SDFGState) -> PrefixOp:
+    """``AssociativeScan`` (``combine``, one expression per array over the earlier ``a{i}`` and the later
+    ``b{i}``) as a :class:`PrefixOp`: carry slot ``i`` is array ``i``, written to ``_out{i}`` where the node
+    has that output."""
+    n = len(node.combine)
+    dtype = node.operand(state, "_in0").dtype
+    return PrefixOp(ctype=dtype.ctype, inputs=[f"_in{i}" for i in range(n)],
+                    step=cpp_steps(list(node.combine), dtype.to_string()),
+                    start=[f"{{e{i}}}" for i in range(n)],
+                    outputs={f"_out{i}": i for i in range(n) if f"_out{i}" in node.out_connectors})
+
+
 class _ParallelPrefixExpansion(ExpandTransformation):
     """What both ``parallel_prefix`` expansions share: the cost of the chunked scan and its builder;
     a subclass names its scanned operation (``op``) and its traffic relative to ``sequential``
@@ -64,7 +79,9 @@ class _ParallelPrefixExpansion(ExpandTransformation):
     @classmethod
     def cost(cls, node, ctx) -> float:
         """``passes`` x the sequential traffic (inputs read twice), parallel over (column, chunk) tasks,
-        so few long columns are no dependent chain and fill the machine."""
+        so few long columns are no dependent chain and fill the machine. On the GPU each of the three
+        schedules gives every chunk a thread until the GPU is full (a block per column with more chunks
+        than threads only where the columns' blocks fill it), so the fill stays columns x chunks."""
         cols = size(ctx, ctx.layout.columns, "columns")
         levels = size(ctx, ctx.layout.levels, "levels")
         tasks = cols * max(1.0, levels / max(chunk_of(node), 1))
@@ -100,5 +117,15 @@ class ExpandLinearRecurrenceParallelPrefix(_ParallelPrefixExpansion):
     op = staticmethod(affine_op)
 
 
-__all__ = ["CPP_STEP", "ExpandCumulativeScanParallelPrefix", "ExpandLinearRecurrenceParallelPrefix", "affine_op",
-           "chunk_of", "cumulative_op"]
+@dace.library.expansion
+@declare(targets=("cpu", "gpu"), reproducibility="replay")
+class ExpandAssociativeScanParallelPrefix(_ParallelPrefixExpansion):
+    """Chunked reduce-then-scan of ``fn`` (:mod:`sdfg_scan.expansions.parallel_prefix`); one dtype for all
+    arrays (the chunk totals share one C++ type)."""
+
+    passes = 3 / 2   # per array: 3 words per level against 2
+    op = staticmethod(associative_op)
+
+
+__all__ = ["CPP_STEP", "ExpandAssociativeScanParallelPrefix", "ExpandCumulativeScanParallelPrefix",
+           "ExpandLinearRecurrenceParallelPrefix", "affine_op", "associative_op", "chunk_of", "cumulative_op"]

@@ -21,6 +21,12 @@ classes:
   that GCC calls glibc's vector math (libmvec) in the vectorised cell loop (:class:`VectorMath` adds
   ``-fopenmp-simd`` and ``-lmvec``). Deterministic for a given machine and build; not bitwise the scalar
   libm results (documented error: README).
+
+``blocked_kcached`` (**exact**) is ``blocked`` on the body that ``kcached`` rewrote
+(:func:`sdfg_scan.expansions.scan_kcached.cache_levels`): every input read at level offsets (a delay
+line after ``DeadCarryElimination``, a window ``x[k-1], x[k-2], ...``) is loaded once per level into a
+ring of ``W`` slots. The ring's slots live across levels, so the kernel keeps them like carries, one
+``[B]`` array each: a ``[W, B]`` ring per block. Only copies change: bitwise ``blocked``.
 """
 
 from __future__ import annotations
@@ -117,8 +123,9 @@ def _accessed(blocks) -> set[str]:
     return names
 
 
-def check(node, state: dace.SDFGState) -> str | None:
-    """Why the blocked expansions cannot build ``node`` (None: they can)."""
+def check(node, state: dace.SDFGState, kcached: bool = False) -> str | None:
+    """Why the blocked expansions cannot build ``node`` (None: they can; ``kcached``: with its
+    level-offset reads served by rings)."""
     if node.columns != "cells":
         return "needs the map over cells in the node (columns='cells'; LiftCellMap)"
     if len(node.cell_params) != 1:
@@ -126,15 +133,23 @@ def check(node, state: dace.SDFGState) -> str | None:
     if state is not None and state.sdfg.parent_nsdfg_node is not None:
         return "the node sits in a nested SDFG (the kernel reads the symbols of the top-level program)"
     try:
-        kernel(node, state, if_convert=True)
+        kernel(node, state, if_convert=True, kcached=kcached)
     except (Unsupported, NotAScan) as e:
         return f"the body cannot be written as a block kernel: {e}"
     return None
 
 
-def kernel(node, state: dace.SDFGState, if_convert: bool, block: int = BLOCK) -> tuple[str, dict]:
-    """The C++ of the block kernel and the connector types (pointers) of the tasklet."""
+def kernel(node, state: dace.SDFGState, if_convert: bool, block: int = BLOCK,
+           kcached: bool = False) -> tuple[str, dict]:
+    """The C++ of the block kernel and the connector types (pointers) of the tasklet; ``kcached``: of
+    the body whose level-offset reads come from rings (module docstring)."""
     body = body_copy(node)
+    if kcached:
+        from sdfg_scan.expansions.scan_kcached import cache_levels
+
+        plan = cache_levels(body)
+        if isinstance(plan, str):
+            raise Unsupported(f"no level-offset reads to cache ({plan})")
     s = analyze_scan(body, prologue=True)
     pre, loop, post = _parts(s)
     var = s.variable
@@ -252,18 +267,19 @@ def _used(syms: dict[str, str], lines: list[str]) -> set[str]:
 
 # -- the expansions -------------------------------------------------------------------------------
 
-def _applies(node, ctx) -> str | None:
+def _applies(node, ctx, kcached: bool = False) -> str | None:
     if ctx.layout.contiguity != "cell":
         return f"vectorises over cells; the operands are {ctx.layout.contiguity}-contiguous, not cell-contiguous"
-    return check(node, ctx.state)
+    return check(node, ctx.state, kcached)
 
 
-def _tasklet(node, state, if_convert: bool) -> dace.nodes.Tasklet:
+def _tasklet(node, state, if_convert: bool, kcached: bool = False) -> dace.nodes.Tasklet:
     node.validate(state.sdfg, state)
-    why = check(node, state)
+    why = check(node, state, kcached)
     if why is not None:
-        raise node.error(f"the blocked expansion cannot build this scan: {why}; use 'levels_outside' or 'sequential'")
-    code, types = kernel(node, state, if_convert)
+        name = "blocked_kcached" if kcached else "blocked"
+        raise node.error(f"the {name} expansion cannot build this scan: {why}; use 'levels_outside' or 'sequential'")
+    code, types = kernel(node, state, if_convert, kcached=kcached)
     ins = {c: types[c] for c in node.in_connectors}
     outs = {c: types[c] for c in node.out_connectors}
     return dace.nodes.Tasklet(f"{node.label}_blocked", ins, outs, code, language=dace.Language.CPP,
@@ -274,10 +290,11 @@ class _BlockedExpansion(ExpandTransformation):
     """What both blocked expansions share: the same check, a cost without a fork per level, one tasklet."""
 
     if_convert = False
+    kcached = False
 
     @classmethod
     def applies(cls, node, ctx) -> str | None:
-        return _applies(node, ctx)
+        return _applies(node, ctx, cls.kcached)
 
     @classmethod
     def cost(cls, node, ctx) -> float:
@@ -285,7 +302,7 @@ class _BlockedExpansion(ExpandTransformation):
 
     @classmethod
     def expansion(cls, node, parent_state, parent_sdfg):
-        return _tasklet(node, parent_state, if_convert=cls.if_convert)
+        return _tasklet(node, parent_state, if_convert=cls.if_convert, kcached=cls.kcached)
 
 
 @dace.library.expansion
@@ -300,17 +317,30 @@ class ExpandScanBlocked(_BlockedExpansion):
 
 
 @dace.library.expansion
-@declare(targets=("cpu",), reproducibility="replay", efficiency={"cpu:cell": 0.3})   # calibrated before it vectorised
+@declare(targets=("cpu",), reproducibility="replay", efficiency={"cpu:cell": 0.3})
 class ExpandScanBlockedSIMD(_BlockedExpansion):
     """``blocked`` with branches if-converted (both arms computed, results selected) and vector
     ``exp``/``log``/``pow`` from glibc's libmvec (:class:`VectorMath`), so GCC vectorises the loop over a
     block's cells. Replay: deterministic for one machine and build, within rounding of the scalar libm.
-    Its efficiency was calibrated when GCC did not yet vectorise graupel's cell loop (slower than
-    ``blocked``); it now does (graupel 20480 x 65: 0.349 / 0.450 s against ``blocked`` 0.393 / 0.482 s,
-    two runs), but the ranking (below ``blocked`` and ``levels_outside``) is not recalibrated yet."""
+    Its streaming efficiency (0.3) is that of a body without libm calls, whose selects cost more than
+    ``blocked``'s branches; with libm calls the body's vector calls (``vector_math``, see
+    :func:`sdfg_scan.cost.math_seconds`) outweigh that, so ``auto`` under ``replay`` picks it for
+    graupel (20480 x 65: 0.349 / 0.450 s against ``blocked`` 0.393 / 0.482 s, two runs)."""
 
     environments = [VectorMath]
     if_convert = True
+    vector_math = True
 
 
-__all__ = ["BLOCK", "VECTOR_MATH", "ExpandScanBlocked", "ExpandScanBlockedSIMD", "VectorMath", "check", "kernel"]
+@dace.library.expansion
+@declare(targets=("cpu",), reproducibility="exact", efficiency={"cpu:cell": 0.45})   # blocked's: ties go to blocked
+class ExpandScanBlockedKCached(_BlockedExpansion):
+    """``blocked`` with the body's level-offset input reads served by ``[W, B]`` rings (module
+    docstring); applies only where ``kcached`` finds such reads. Bitwise ``blocked``."""
+
+    environments = [ExactArithmetic]
+    kcached = True
+
+
+__all__ = ["BLOCK", "VECTOR_MATH", "ExpandScanBlocked", "ExpandScanBlockedKCached", "ExpandScanBlockedSIMD",
+           "VectorMath", "check", "kernel"]

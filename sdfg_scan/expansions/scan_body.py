@@ -65,11 +65,18 @@ def _err(msg: str) -> ValueError:
     return ValueError(f"sdfg_scan.scan: {msg}")
 
 
-class _Translate(ast.NodeTransformer):
-    def __init__(self, cname, xname, kname, ninputs, fill, dtypes, constants=None):
+class BodyExpressions(ast.NodeTransformer):
+    """Rewrites the expressions of a body: inputs and carry slots to tasklet connectors, NumPy calls to
+    tasklet code. ``api`` and ``what`` name the caller in errors (``sdfg_scan.<api>: ... in <what>``)."""
+
+    def __init__(self, cname, xname, kname, ninputs, fill, dtypes, constants=None, api="scan", what="a scan body"):
         self.c, self.x, self.k, self.n, self.fill, self.dtypes = cname, xname, kname, ninputs, fill, dtypes
         self.constants = constants or {}
         self.at_level, self.offsets = set(), set()
+        self.api, self.what = api, what
+
+    def _err(self, msg: str) -> ValueError:
+        return ValueError(f"sdfg_scan.{self.api}: {msg}")
 
     def _index(self, node):
         if isinstance(node, ast.Constant) and isinstance(node.value, int):
@@ -79,13 +86,13 @@ class _Translate(ast.NodeTransformer):
             off = ast.literal_eval(o) if not isinstance(o, ast.Constant) else o.value
             if isinstance(i, ast.Constant) and isinstance(i.value, int) and isinstance(off, int):
                 return i.value, off
-        raise _err(f"inputs are read as x[i] or x[i, offset] with integer constants, got x[{ast.unparse(node)}]")
+        raise self._err(f"inputs are read as x[i] or x[i, offset] with integer constants, got x[{ast.unparse(node)}]")
 
     def visit_Subscript(self, node):
         if isinstance(node.value, ast.Name) and node.value.id == self.x:
             i, off = self._index(node.slice)
             if not 0 <= i < self.n:
-                raise _err(f"x[{i}] is out of range; the scan has {self.n} input(s)")
+                raise self._err(f"x[{i}] is out of range; the scan has {self.n} input(s)")
             if off == 0:
                 self.at_level.add(i)
                 return ast.Name(f"_sc_x{i}", ast.Load())
@@ -97,14 +104,14 @@ class _Translate(ast.NodeTransformer):
         if isinstance(node.value, ast.Name) and node.value.id == self.c:
             if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int):
                 return ast.Name(f"_sc_c{node.slice.value}", ast.Load())
-            raise _err(f"carry slots are read as c[i] with an integer constant, got {ast.unparse(node)}")
+            raise self._err(f"carry slots are read as c[i] with an integer constant, got {ast.unparse(node)}")
         return self.generic_visit(node)
 
     def visit_Name(self, node):
         if node.id == self.k:
             return ast.Name(K, ast.Load())
         if node.id in (self.c, self.x):
-            raise _err(f"'{node.id}' may only be indexed (c[i], x[i], x[i, offset]) or unpacked")
+            raise self._err(f"'{node.id}' may only be indexed (c[i], x[i], x[i, offset]) or unpacked")
         if node.id in self.constants:
             return ast.Constant(self.constants[node.id])
         return node
@@ -122,11 +129,11 @@ class _Translate(ast.NodeTransformer):
             return ast.parse(f"({b} if ({b} {cmp} {a} or {b} != {b}) else {a})", mode="eval").body
         if name in _FUNCS:
             return ast.Call(ast.parse(_FUNCS[name], mode="eval").body, node.args, [])
-        raise _err(f"call '{ast.unparse(node)}' is not supported in a scan body; use arithmetic, np.where, "
+        raise self._err(f"call '{ast.unparse(node)}' is not supported in {self.what}; use arithmetic, np.where, "
                    f"or one of {sorted(_FUNCS)}")
 
 
-def _numeric_free_names(f) -> dict:
+def numeric_free_names(f) -> dict:
     """Numbers the body reads from its module or closure (``GRAV = 9.81``): inlined as constants."""
     try:
         cv = inspect.getclosurevars(f)
@@ -160,7 +167,7 @@ def translate(f, ncarry: int, ninputs: int, fill, dtypes: list | None = None) ->
     if len(params) != 3:
         raise _err(f"the body takes (carry, x, k), got parameters {params}")
     cname, xname, kname = params
-    tr = _Translate(cname, xname, kname, ninputs, fill, dtypes, _numeric_free_names(f))
+    tr = BodyExpressions(cname, xname, kname, ninputs, fill, dtypes, numeric_free_names(f))
     lines, ret = [], None
     for stmt in fdef.body:
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
@@ -191,13 +198,15 @@ def translate(f, ncarry: int, ninputs: int, fill, dtypes: list | None = None) ->
 
 
 def build_body(name: str, code: BodyCode, inputs: list[dace.typeclass], inits: list, carry_dtypes: list,
-               y_dtypes: list, reverse: bool, emit: str, final: bool) -> tuple[dace.SDFG, list[str], list[str]]:
+               y_dtypes: list, reverse: bool, emit: str, final: bool,
+               emitted: set[int] | None = None) -> tuple[dace.SDFG, list[str], list[str]]:
     """The column SDFG; returns ``(body, input connectors, output connectors)``.
 
     ``inits[j]`` is a dtype (connector ``init{j}``) or a Python number (constant). Connectors:
-    ``xs{i}`` (per level), ``init{j}``, ``carry{j}`` (per level, ``_nk + 1`` for include_initial),
-    ``ys{i}`` (per level), ``final{j}`` (scalars, when ``final``).
+    ``xs{i}`` (per level), ``init{j}``, ``carry{j}`` (per level, ``_nk + 1`` for include_initial; only
+    the slots in ``emitted``, all by default), ``ys{i}`` (per level), ``final{j}`` (scalars, when ``final``).
     """
+    emitted = set(range(len(carry_dtypes))) if emitted is None else set(emitted)
     if emit not in EMIT_MODES:
         raise _err(f"unknown emit mode '{emit}'; expected one of {EMIT_MODES}")
     s = dace.SDFG(name)
@@ -216,8 +225,9 @@ def build_body(name: str, code: BodyCode, inputs: list[dace.typeclass], inits: l
     for j, dt in enumerate(carry_dtypes):
         s.add_scalar(f"_c{j}", dt, transient=True)
         s.add_scalar(f"_n{j}", dt, transient=True)
-        per_level(f"carry{j}", dt, nk + 1 if emit == "include_initial" else nk)
-        outs.append(f"carry{j}")
+        if j in emitted:
+            per_level(f"carry{j}", dt, nk + 1 if emit == "include_initial" else nk)
+            outs.append(f"carry{j}")
         if not isinstance(inits[j], (int, float, bool)):
             s.add_scalar(f"init{j}", dt)
             ins.append(f"init{j}")
@@ -259,6 +269,8 @@ def build_body(name: str, code: BodyCode, inputs: list[dace.typeclass], inits: l
     for j in range(code.ncarry):
         nw = comp.add_write(f"_n{j}")
         comp.add_edge(tk, f"_sc_n{j}", nw, None, dace.Memlet(f"_n{j}[0]"))
+        if j not in emitted:
+            continue
         if emit == "inclusive":
             comp.add_nedge(nw, comp.add_write(f"carry{j}"), dace.Memlet(f"_n{j}[0] -> [{K}]"))
         else:
@@ -274,13 +286,15 @@ def build_body(name: str, code: BodyCode, inputs: list[dace.typeclass], inits: l
         ex = s.add_state("exit")
         s.add_edge(loop, ex, dace.InterstateEdge())
         for j in range(code.ncarry):
+            if not final and j not in emitted:
+                continue
             r = ex.add_read(f"_c{j}")
             if final:
                 ex.add_nedge(r, ex.add_write(f"final{j}"), dace.Memlet(f"_c{j}[0]"))
-            if emit == "include_initial":
+            if emit == "include_initial" and j in emitted:
                 slot = "0" if reverse else LEVELS
                 ex.add_nedge(r, ex.add_write(f"carry{j}"), dace.Memlet(f"_c{j}[0] -> [{slot}]"))
     return s, ins, outs
 
 
-__all__ = ["BodyCode", "build_body", "translate"]
+__all__ = ["BodyCode", "BodyExpressions", "build_body", "numeric_free_names", "translate"]

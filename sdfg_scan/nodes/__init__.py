@@ -2,6 +2,7 @@
 
 
 # one import line per node (append-only)
+from sdfg_scan.nodes.associative_scan import AssociativeScan  # noqa: F401
 from sdfg_scan.nodes.column_reduce import ColumnReduce  # noqa: F401
 from sdfg_scan.nodes.cumulative_scan import CumulativeScan  # noqa: F401
 from sdfg_scan.nodes.linear_recurrence import LinearRecurrence  # noqa: F401

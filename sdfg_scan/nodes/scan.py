@@ -14,7 +14,7 @@ from sdfg_scan.cost import CELL_OUTER_SECONDS, FORK_JOIN_SECONDS, efficiency_of,
 from sdfg_scan.expansions import declare
 from sdfg_scan.expansions.environments import ExactArithmetic
 from sdfg_scan.expansions.levels_outside import body_plan, cell_contiguous, interchange_single_map
-from sdfg_scan.expansions.scan_blocked import ExpandScanBlocked, ExpandScanBlockedSIMD
+from sdfg_scan.expansions.scan_blocked import ExpandScanBlocked, ExpandScanBlockedKCached, ExpandScanBlockedSIMD
 from sdfg_scan.expansions.scan_body import LEVELS, stride_symbol
 from sdfg_scan.expansions.scan_columns import cell_map, cell_symbols, mapped_columns, nested_column, per_level
 from sdfg_scan.expansions.scan_kcached import ExpandScanKCached
@@ -128,25 +128,26 @@ class Scan(ColumnNode):
     have shape ``(_nk,)`` (``(_nk + 1,)`` for ``include_initial``) and stride ``_st_<connector>``,
     K-less ones are scalars.
 
-    ==================  =========  =========  ==============================================
-    implementation      targets    class      schedule
-    ==================  =========  =========  ==============================================
-    ``sequential``      cpu, gpu   exact      the body per column (map iteration / GPU thread)
-    ``levels_outside``  cpu        exact      ``columns="map"``/``"cells"``: level loop outside, per level
-                                              a map over all columns; cell-contiguous data
-    ``kcached``         cpu, gpu   exact      ``sequential`` with level-offset input reads from a register
-                                              ring (one load per element; :class:`ExpandScanKCached`)
-    ``blocked``         cpu        exact      ``columns="cells"``: blocks of B contiguous cells, level loop
-                                              inside, the body inlined as C++ per cell (scan_blocked.py)
-    ``blocked_simd``    cpu        replay     ``blocked``, branches if-converted, vector libm (libmvec)
-    ``auto``            cpu, gpu   (chosen)   the cheapest eligible (:class:`ExpandScanAuto`)
-    ==================  =========  =========  ==============================================
+    ====================  =========  =========  ==============================================
+    implementation        targets    class      schedule
+    ====================  =========  =========  ==============================================
+    ``sequential``        cpu, gpu   exact      the body per column (map iteration / GPU thread)
+    ``levels_outside``    cpu        exact      ``columns="map"``/``"cells"``: level loop outside, per level
+                                                a map over all columns; cell-contiguous data
+    ``kcached``           cpu, gpu   exact      ``sequential`` with level-offset input reads from a register
+                                                ring (one load per element; :class:`ExpandScanKCached`)
+    ``blocked``           cpu        exact      ``columns="cells"``: blocks of B contiguous cells, level loop
+                                                inside, the body inlined as C++ per cell (scan_blocked.py)
+    ``blocked_simd``      cpu        replay     ``blocked``, branches if-converted, vector libm (libmvec)
+    ``blocked_kcached``   cpu        exact      ``blocked`` with level-offset input reads from ``[W, B]`` rings
+    ``auto``              cpu, gpu   (chosen)   the cheapest eligible (:class:`ExpandScanAuto`)
+    ====================  =========  =========  ==============================================
     """
 
     implementations = {"sequential": ExpandScanSequential, "levels_outside": ExpandScanLevelsOutside,
                        "kcached": ExpandScanKCached,
                        "blocked": ExpandScanBlocked, "blocked_simd": ExpandScanBlockedSIMD,
-                       "auto": ExpandScanAuto}
+                       "blocked_kcached": ExpandScanBlockedKCached, "auto": ExpandScanAuto}
     default_implementation = "auto"
 
     body = SDFGReferenceProperty(desc="column SDFG: entry copies, LoopRegion over the levels, exit states",
