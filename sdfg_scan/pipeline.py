@@ -12,7 +12,9 @@ available is skipped and named in the report):
    are canonicalised in place in the enclosing SDFG;
 3. ``ScanPairToTridiagonal`` replaces a Thomas forward sweep + back substitution by one
    ``TridiagonalSolve`` (``exact=False``, i.e. algebraically identical forms within 1e-12, only when
-   the class asked for is weaker than ``exact``); restructure: ``ScanFusion`` then ``ScanFission``. Fusion joins scans over the same levels,
+   the class asked for is weaker than ``exact``), a forward substitution + back substitution that
+   read a factorisation by one pre-factored ``TridiagonalSolve``, and ``ScanToTridiagonalFactor`` the
+   factorisation scan by one ``TridiagonalFactor``; restructure: ``ScanFusion`` then ``ScanFission``. Fusion joins scans over the same levels,
    fission then splits what is independent again, so the result is one scan per
    dependence-connected group (producer -> consumer pairs stay fused; scans with peeled levels are
    not fused with others: their loop ranges differ); then ``ScanToCumulative`` replaces a map
@@ -50,6 +52,7 @@ CANONICALISE = ("RemoveScanSelfCopies", "DeadCarryElimination", "PeelBoundaryLev
 RESTRUCTURE = ("ScanFusion", "ScanFission")
 SPECIALISE = ("ScanToCumulative",)
 PAIRS = "ScanPairToTridiagonal"   # two scans -> one TridiagonalSolve (counted as two specialised scans)
+FACTOR = "ScanToTridiagonalFactor"   # a factorisation scan -> TridiagonalFactor (its solve: PAIRS, pre-factored)
 TAKE_CELLS = "LiftCellMap"
 TARGETS = ("cpu", "gpu")
 
@@ -228,6 +231,7 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         report.branches_peeled += b
     # 3. recognise a Thomas pair (before fusion could merge one of its scans with a neighbour), restructure
     report.scans_specialised += 2 * _apply(sdfg, PAIRS, report, {"exact": reproducibility == "exact"})
+    report.scans_specialised += _apply(sdfg, FACTOR, report, {"exact": reproducibility == "exact"})
     fused = _apply(sdfg, "ScanFusion", report)
     split_nodes = len(_scan_nodes(sdfg))
     _apply(sdfg, "ScanFission", report)

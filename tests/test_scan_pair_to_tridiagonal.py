@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+import dace
 import icon4py_fixtures as fx
 import numpy as np
 import pytest
@@ -134,3 +135,68 @@ def test_refuses_extra_reader_of_intermediate():
     cp = next(n for n in state.data_nodes() if n.data == "cp")
     state.add_edge(cp, None, state.add_write("d"), None, state.sdfg.make_array_memlet("cp"))
     assert_refused(sdfg)
+
+
+# ------------------------------------------------------------------------------------------------
+# the factored form: TridiagonalFactor + a pre-factored TridiagonalSolve
+# ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("factor_in_program", [True, False], ids=["factor-scan", "factor-given"])
+@pytest.mark.parametrize("layout", ["cell", "k"])
+def test_factored_form_becomes_factor_and_prefactored_solve(layout, factor_in_program):
+    """A factorisation scan (``w = 1/(b - a c'[k-1]); c' = c w``) becomes ``TridiagonalFactor``; the
+    forward substitution that reads its ``w`` and the back substitution that reads its ``c'`` become one
+    ``TridiagonalSolve(prefactored=True)``; bitwise the three scans (or two, with ``w, c'`` given)."""
+    from sdfg_scan.nodes.tridiagonal_solve import TridiagonalFactor
+    from sdfg_scan.transformations import ScanToTridiagonalFactor
+
+    sdfg = tp.factored(layout, "exact", factor_in_program)
+    assert sdfg.apply_transformations_repeated(LiftScans) == 2 + factor_in_program
+    assert sdfg.apply_transformations_repeated(ScanPairToTridiagonal) == 1
+    assert sdfg.apply_transformations_repeated(ScanToTridiagonalFactor) == int(factor_in_program)
+    sdfg.validate()
+    assert not any(isinstance(n, Scan) for n, _ in sdfg.all_nodes_recursive())
+    (solve,) = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, TridiagonalSolve)]
+    assert solve.prefactored and solve.axis == 1
+    assert len([n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, TridiagonalFactor)]) == factor_in_program
+    for ncells, nlev in [(9, 1), (9, 2), (37, 40)]:
+        kw = tp.factored_inputs(ncells, nlev, layout, seed=nlev)
+        if factor_in_program:
+            kw = {k: v for k, v in kw.items() if k not in ("w", "cp")}
+        name = f"factored-{layout}-{factor_in_program}"
+        ref = fx.run(f"{name}-original", tp.factored(layout, "exact", factor_in_program), kw)
+        fx.assert_bitwise_equal(ref, fx.run(f"{name}-prefactored", sdfg, kw))
+
+
+def test_factored_form_other_arithmetic_only_without_exact():
+    """``d' = (d - a d'[k-1]) / (1 / w)``: the pre-factored algebra with other rounding; refused under
+    ``exact``, converted otherwise and within 1e-12; the pair is also refused when the back substitution
+    reads ``-c'`` (the pre-factored solve takes ``c'``)."""
+    sdfg = lifted_n(tp.factored("cell", "divide", False), 2)
+    assert_refused(sdfg, exact=True)
+    assert sdfg.apply_transformations_repeated(ScanPairToTridiagonal, options={"exact": False}) == 1
+    kw = tp.factored_inputs(13, 30, "cell", seed=3)
+    ref = fx.run("factored-divide-original", tp.factored("cell", "divide", False), kw)
+    assert_close(ref, fx.run("factored-divide-prefactored", sdfg, kw), bitwise=False)
+    neg = tp.factored("cell", "exact", False)
+    (back,) = [n for n, _ in neg.all_nodes_recursive() if isinstance(n, dace.nodes.NestedSDFG)
+               and n.sdfg.name == "substitution"]
+    (t,) = [n for n, _ in back.sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet)]
+    t.code = dace.properties.CodeBlock(tp.SUBSTITUTIONS[-1])   # x = d' + x * p: p holds -c'
+    assert_refused(lifted_n(neg, 2), exact=False)
+
+
+def lifted_n(sdfg, n: int):
+    assert sdfg.apply_transformations_repeated(LiftScans) == n
+    return sdfg
+
+
+def test_optimize_recognises_the_factored_form():
+    import sdfg_scan
+
+    sdfg = tp.factored("k", "exact", True)
+    report = sdfg_scan.optimize(sdfg, target="cpu", reproducibility="exact")
+    assert report.applied["ScanPairToTridiagonal"] == 1 and report.applied["ScanToTridiagonalFactor"] == 1
+    assert report.scans_specialised == 3 and not [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Scan)]
+    kw = {k: v for k, v in tp.factored_inputs(5, 17, "k", seed=1).items() if k not in ("w", "cp")}
+    fx.assert_bitwise_equal(fx.run("factored-k-True-original", tp.factored("k", "exact", True), kw),
+                            fx.run("factored-optimized", sdfg, kw))

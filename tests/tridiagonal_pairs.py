@@ -130,6 +130,21 @@ def _scan_in_map(state, column: dace.SDFG, ins: dict, outs: dict, inits: list[st
     return node
 
 
+def _fields(name: str, layout: str, more: dict[str, bool]) -> tuple[dace.SDFG, str]:
+    """An SDFG with the (N, K) arguments ``a, b, c, d, x`` and the fields ``more`` (name -> transient) in
+    the layout's order; returns it and the level stride (as the columns' symbol mapping needs it)."""
+    sdfg = dace.SDFG(name)
+    for sym in ("N", "K"):
+        sdfg.add_symbol(sym, dace.int64)
+    N, K = dace.symbol("N", dace.int64), dace.symbol("K", dace.int64)
+    strides, stride = ([1, N], "N") if layout == "cell" else ([K, 1], "1")
+    for n in ("a", "b", "c", "d", "x"):
+        sdfg.add_array(n, [N, K], dace.float64, strides=strides)
+    for n, transient in more.items():
+        sdfg.add_array(n, [N, K], dace.float64, strides=strides, transient=transient)
+    return sdfg, stride
+
+
 def pair(layout: str = "cell", elimination: str = "icon", backward: bool = False, back_sign: int | None = None,
          back_reads: str = "cp", cp_argument: bool = False) -> dace.SDFG:
     """Elimination then back substitution over (N, K) fields: ``x`` holds d' then the solution (in place).
@@ -141,14 +156,8 @@ def pair(layout: str = "cell", elimination: str = "icon", backward: bool = False
     :param cp_argument: ``cp`` is a program argument instead of a transient.
     """
     s, code = ELIMINATIONS[elimination]
-    sdfg = dace.SDFG(f"pair_{layout}_{elimination}_{'bwd' if backward else 'fwd'}")
-    for sym in ("N", "K"):
-        sdfg.add_symbol(sym, dace.int64)
-    N, K = dace.symbol("N", dace.int64), dace.symbol("K", dace.int64)
-    strides, stride = ([1, N], "N") if layout == "cell" else ([K, 1], "1")
-    for n in ("a", "b", "c", "d", "x"):
-        sdfg.add_array(n, [N, K], dace.float64, strides=strides)
-    sdfg.add_array("cp", [N, K], dace.float64, strides=strides, transient=not cp_argument)
+    sdfg, stride = _fields(f"pair_{layout}_{elimination}_{'bwd' if backward else 'fwd'}", layout,
+                           {"cp": not cp_argument})
     st = sdfg.add_state("solve", is_start_block=True)
     elim = _column("elimination", ["a", "b", "c", "d"], [("u", "U"), ("v", "V")], code, backward)
     cp_w, x_w = st.add_write("cp"), st.add_access("x")
@@ -169,3 +178,45 @@ def pair_inputs(ncells: int, nlev: int, layout: str, seed: int = 0) -> dict:
             "x": np.full((ncells, nlev), -7.0)}
     out = {k: np.asarray(v, order=order).copy(order=order) for k, v in vals.items()}
     return {**out, "N": ncells, "K": nlev}
+
+
+FACTORISATION = "w = 1.0 / (_b - _a * _u)\n_nu = _c * w\n_ow = w"
+FORWARD_SUBSTITUTION = {"exact": "_nv = (_d - _a * _v) * _w", "divide": "_nv = (_d - _a * _v) / (1.0 / _w)"}
+
+
+def factored(layout: str = "cell", forward: str = "exact", factor_in_program: bool = True) -> dace.SDFG:
+    """The factored form of a Thomas solve over (N, K) fields, three scans in one state: a factorisation
+    (``a, b, c -> w, cp``; or ``w, cp`` given as program arguments when not ``factor_in_program``), a
+    forward substitution (``a, d, w -> x``: d', key of ``FORWARD_SUBSTITUTION``) and the back
+    substitution (``cp, x -> x``, in place)."""
+    sdfg, stride = _fields(f"factored_{layout}_{forward}_{int(factor_in_program)}", layout,
+                           {"w": factor_in_program, "cp": factor_in_program})
+    st = sdfg.add_state("solve", is_start_block=True)
+    if factor_in_program:
+        fac = _column("factorisation", ["a", "b", "c"], [("u", "CP")], FACTORISATION, False)
+        fac.add_array("W", [dace.symbol("K", dace.int64)], dace.float64, strides=[dace.symbol("sK", dace.int64)])
+        comp = next(s for s in fac.all_states() if s.label == "compute")
+        t = next(n for n in comp.nodes() if isinstance(n, dace.nodes.Tasklet))
+        t.add_out_connector("_ow")
+        comp.add_edge(t, "_ow", comp.add_write("W"), None, dace.Memlet("W[k]"))
+        w_acc, cp_acc = st.add_access("w"), st.add_access("cp")
+        _scan_in_map(st, fac, {n: st.add_read(n) for n in "abc"}, {"W": w_acc, "CP": cp_acc}, ["u"], stride)
+    else:
+        w_acc, cp_acc = st.add_read("w"), st.add_read("cp")
+    sub = _column("forward_substitution", ["a", "d", "w"], [("v", "V")], FORWARD_SUBSTITUTION[forward], False)
+    x_w = st.add_access("x")
+    _scan_in_map(st, sub, {"a": st.add_read("a"), "d": st.add_read("d"), "w": w_acc}, {"V": x_w}, ["v"], stride)
+    back = _column("substitution", ["p", "q"], [("x", "X")], SUBSTITUTIONS[1], True)
+    _scan_in_map(st, back, {"p": cp_acc, "q": x_w}, {"X": st.add_write("x")}, ["x"], stride)
+    sdfg.validate()
+    return sdfg
+
+
+def factored_inputs(ncells: int, nlev: int, layout: str, seed: int = 0) -> dict:
+    """:func:`pair_inputs` plus ``w`` and ``cp`` of the factorisation (for ``factor_in_program=False``)."""
+    from sdfg_scan import reference
+
+    kw = pair_inputs(ncells, nlev, layout, seed)
+    w, cp = reference.tridiagonal_factor(kw["a"], kw["b"], kw["c"], axis=1)
+    order = "F" if layout == "cell" else "C"
+    return {**kw, "w": np.asarray(w, order=order).copy(order=order), "cp": np.asarray(cp, order=order).copy(order=order)}

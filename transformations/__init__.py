@@ -39,9 +39,12 @@ from sdfg_scan.transformations.scan_loop_interchange import ScanLoopInterchange 
 
 __all__.append("ScanLoopInterchange")
 
-from sdfg_scan.transformations.scan_pair_to_tridiagonal import ScanPairToTridiagonal  # noqa: E402,F401
+from sdfg_scan.transformations.scan_pair_to_tridiagonal import (  # noqa: E402,F401
+    ScanPairToTridiagonal,
+    ScanToTridiagonalFactor,
+)
 
-__all__.append("ScanPairToTridiagonal")
+__all__ += ["ScanPairToTridiagonal", "ScanToTridiagonalFactor"]
 
 from sdfg_scan.transformations.lift_cell_map import LiftCellMap  # noqa: E402,F401
 

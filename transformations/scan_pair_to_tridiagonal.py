@@ -12,14 +12,16 @@ from dace.sdfg import utils as sdutil
 from dace.transformation import transformation as xf
 
 from sdfg_scan.nodes.scan import Scan
-from sdfg_scan.nodes.tridiagonal_solve import TridiagonalSolve
+from sdfg_scan.nodes.tridiagonal_solve import TridiagonalFactor, TridiagonalSolve
 from sdfg_scan.scan_structure import NotAScan
 from sdfg_scan.transformations.scan_pair_to_tridiagonal_algebra import (
     Refuse,
     back_form,
+    factor_forms,
     leaves,
     same_arithmetic,
     same_value,
+    substitution_form,
     thomas_forms,
 )
 from sdfg_scan.transformations.scan_pair_to_tridiagonal_outer import (
@@ -32,6 +34,7 @@ from sdfg_scan.transformations.scan_pair_to_tridiagonal_outer import (
 )
 
 _ROLES = ("a", "b", "c", "d")
+_PREFACTORED_ROLES = ("a", "w", "cp", "d")
 
 
 @dataclass
@@ -45,10 +48,27 @@ class _Plan:
     exact: bool
     swap: bool = False
     notes: list = field(default_factory=list)
+    prefactored: bool = False   # the forward substitution of a factored solve: (a, w, cp, d) -> x
 
 
 @properties.make_properties
-class ScanPairToTridiagonal(xf.SingleStateTransformation):
+class _ValueMatched(xf.SingleStateTransformation):
+    """What both Thomas recognisers share: the pattern (one lifted ``Scan``) and the ``exact`` option."""
+
+    scan = xf.PatternNode(Scan)
+    exact = properties.Property(dtype=bool, default=True, desc="accept only bitwise-equal replacements")
+
+    def __init__(self, *args, exact: bool = True, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.exact = exact
+
+    @classmethod
+    def expressions(cls):
+        return [sdutil.node_path_graph(cls.scan)]
+
+
+@properties.make_properties
+class ScanPairToTridiagonal(_ValueMatched):
     """Replace the two scans of a Thomas solve (elimination, then back substitution) by one ``TridiagonalSolve``.
 
     Matched pattern (recognised by the values computed, names play no role): two lifted
@@ -67,6 +87,16 @@ class ScanPairToTridiagonal(xf.SingleStateTransformation):
     at level k and the carries of the previous level) and compared with the forms above up to
     algebraic identity (sympy), for every assignment of the elimination's four inputs to the roles
     ``a, b, c, d`` and both signs ``s``.
+
+    **Pre-factored form.** When ``d'`` comes from a one-carry forward substitution that reads the
+    inverse pivots ``w`` of a factorisation (``v = (d - a * v[k-1]) * w``, carry init 0), and the back
+    substitution reads ``c'`` (sign ``s = +1``) from any access node (a program argument, or the output of
+    a factorisation scan that :class:`ScanToTridiagonalFactor` replaces), the two scans become one
+    ``TridiagonalSolve(prefactored=True)(a, w, cp, d -> X)``; ``c'`` and ``w`` stay where they are::
+
+        map i: S = Scan(fwd)(a, d, w -> V)             # v = (d - a * v[k-1]) * w
+        map i: B = Scan(bwd)(CP, V -> X)               # x = V - CP * x[k+1]
+                                       ->     TridiagonalSolve(prefactored=True)(a, w, CP, d -> X)
 
     Reproducibility: **bitwise** equal to the two scans when the body performs Thomas' operations
     (``w = 1/(b - a*c'); c' = c*w; d' = (d - a*d')*w; x = d' - c'*x``) up to rounding-neutral rewrites
@@ -91,35 +121,31 @@ class ScanPairToTridiagonal(xf.SingleStateTransformation):
     :param exact: accept only pairs whose result is bitwise the original's (default True).
     """
 
-    scan = xf.PatternNode(Scan)
-    exact = properties.Property(dtype=bool, default=True, desc="accept only bitwise-equal replacements")
-
-    def __init__(self, *args, exact: bool = True, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.exact = exact
-
-    @classmethod
-    def expressions(cls):
-        return [sdutil.node_path_graph(cls.scan)]
-
     def can_be_applied(self, graph, expr_index, sdfg, permissive=False):
         return _plan_or_none(graph, sdfg, self.scan, self.exact) is not None
 
     def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG):
         plan = _plan(graph, sdfg, self.scan, self.exact)
-        node = TridiagonalSolve(f"{self.scan.label}_tridiagonal", axis=plan.axis)
+        node = TridiagonalSolve(f"{self.scan.label}_tridiagonal", axis=plan.axis, prefactored=plan.prefactored)
         node.debuginfo = self.scan.debuginfo
-        graph.add_node(node)
-        for role in _ROLES:
-            src, win = plan.sources[role]
-            graph.add_edge(src, None, node, role, dace.Memlet(data=src.data, subset=win))
-        graph.add_edge(node, "x", plan.dst, None, dace.Memlet(data=plan.dst.data, subset=plan.out_window))
-        for n in plan.removable:
-            graph.remove_node(n)
-        for name in plan.drop_data:
-            sdfg.remove_data(name, validate=False)
-        sdfg.root_sdfg.reset_cfg_list()
-        return node
+        ins = {role: plan.sources[role] for role in (_PREFACTORED_ROLES if plan.prefactored else _ROLES)}
+        return _replace(graph, sdfg, node, ins, {"x": (plan.dst, plan.out_window)}, plan.removable, plan.drop_data)
+
+
+def _replace(graph: dace.SDFGState, sdfg: dace.SDFG, node, ins: dict, outs: dict, removable: list, drop: list):
+    """Put ``node`` in the place of the matched scans: connector -> (access node, window) for its inputs
+    and outputs, then remove the scans' nodes and the data only they used."""
+    graph.add_node(node)
+    for conn, (src, win) in ins.items():
+        graph.add_edge(src, None, node, conn, dace.Memlet(data=src.data, subset=win))
+    for conn, (dst, win) in outs.items():
+        graph.add_edge(node, conn, dst, None, dace.Memlet(data=dst.data, subset=win))
+    for n in removable:
+        graph.remove_node(n)
+    for name in drop:
+        sdfg.remove_data(name, validate=False)
+    sdfg.root_sdfg.reset_cfg_list()
+    return node
 
 
 def _plan_or_none(state, sdfg, scan, exact) -> _Plan | None:
@@ -172,6 +198,11 @@ def _plan(state: dace.SDFGState, sdfg: dace.SDFG, scan: Scan, exact: bool) -> _P
     p_node, q_node = state.memlet_path(p_edge)[0].src, state.memlet_path(q_edge)[0].src
     if not isinstance(p_node, nodes.AccessNode) or not isinstance(q_node, nodes.AccessNode) or p_node is q_node:
         raise Refuse("the back substitution's inputs are not two access nodes")
+    first = _producer_scan(state, q_node)
+    if first is not None and first is not scan:
+        sub = column_of(state, sdfg, first)
+        if len(sub.carries) == 1:   # a forward substitution: the pre-factored form
+            return _prefactored_plan(state, sdfg, back, p, q, s, ex_back, p_node, q_node, sub, exact)
     producers = {e.src for n in (p_node, q_node) for e in state.in_edges(n)}
     if len(producers) != 1 or not isinstance(next(iter(producers)), nodes.MapExit):
         raise Refuse("c' and d' do not come from one map")
@@ -241,4 +272,172 @@ def _plan(state: dace.SDFGState, sdfg: dace.SDFG, scan: Scan, exact: bool) -> _P
     return _Plan(removable, sorted(set(drop)), sources, dst, out_win, dims.index("level"), is_exact, swap)
 
 
-__all__ = ["ScanPairToTridiagonal"]
+def _producer_scan(state: dace.SDFGState, node: nodes.AccessNode) -> Scan | None:
+    """The scan whose map alone writes ``node`` (None if it is not so written)."""
+    prods = [e.src for e in state.in_edges(node)]
+    if len(prods) != 1 or not isinstance(prods[0], nodes.MapExit):
+        return None
+    return next((e.src for e in state.in_edges(prods[0]) if isinstance(e.src, Scan)), None)
+
+
+def _back_target(state: dace.SDFGState, sdfg: dace.SDFG, back: Column):
+    """Where the back substitution writes ``x``: ``(access node, outer index of the element)``."""
+    x_conn = back.writes[0][0]
+    x_edge = back.out_edge(x_conn)
+    dst = state.memlet_path(x_edge)[-1].dst
+    if not isinstance(dst, nodes.AccessNode) or dst.data != x_edge.data.data:
+        raise Refuse("the back substitution does not write into an access node")
+    return dst, outer_index(sdfg, back, x_edge, back.writes[0][1])
+
+
+def _source(state: dace.SDFGState, sdfg: dace.SDFG, col: Column, leaf, role: str):
+    """The access node and outer window an input leaf of ``col`` is read from, and its dimension roles."""
+    edge = col.in_edge(leaf[1])
+    src = state.memlet_path(edge)[0].src
+    if not isinstance(src, nodes.AccessNode) or src.data != edge.data.data:
+        raise Refuse(f"input '{role}' is not read from an access node")
+    win, dims = window(outer_index(sdfg, col, edge, col.reads[leaf]), col)
+    return (src, win), dims
+
+
+def _float_operands(sdfg: dace.SDFG, names) -> None:
+    dtypes = {sdfg.arrays[n].dtype for n in names}
+    if len(dtypes) != 1 or next(iter(dtypes)) not in (dace.float32, dace.float64):
+        raise Refuse("operands of mixed or non-float dtype")
+
+
+def _prefactored_plan(state, sdfg, back: Column, p, q, s: int, ex_back: bool, p_node, q_node, sub: Column,
+                      exact: bool) -> _Plan:
+    """The forward substitution ``sub`` (``v = (d - a*v) * w``) and ``back`` as one pre-factored solve."""
+    if s != 1:
+        raise Refuse("the back substitution reads -c'; the pre-factored solve takes c'")
+    if sub.structure.direction != "forward" or back.structure.direction != "backward":
+        raise Refuse("the pre-factored form substitutes forward, then back")
+    (v,) = sub.carries
+    ins = sorted(leaves(sub.values[v], "in"))
+    if len(ins) != 3 or leaves(sub.values[v], "carry") != {("carry", v)}:
+        raise Refuse("the forward substitution does not read three inputs and its carry")
+    for a, d, w in itertools.permutations(ins):
+        target = substitution_form(a, d, w, ("carry", v))
+        if same_value(sub.values[v], target):
+            roles, ex_sub = {"a": a, "w": w, "d": d}, same_arithmetic(sub.values[v], target)
+            break
+    else:
+        raise Refuse("the carry update is not d' = (d - a * d'[k-1]) * w")
+    is_exact = ex_back and ex_sub
+    if exact and not is_exact:
+        raise Refuse("the pair is the pre-factored algebra but not its arithmetic (exact=True)")
+    outs = {name: (sb, val) for name, sb, val in sub.writes}
+    if set(outs) != set(sub.scan.out_connectors) or len(outs) != 1 or next(iter(outs.values()))[1] != sub.values[v]:
+        raise Refuse("the forward substitution's only output is not its new carry")
+    if not same(sub.range, back.range) or not same(sub.levels, back.levels):
+        raise Refuse("the scans cover different cells or levels")
+    dst, x_idx = _back_target(state, sdfg, back)
+    (conn,) = outs
+    w_edge = sub.out_edge(conn)
+    if state.memlet_path(w_edge)[-1].dst is not q_node:
+        raise Refuse("d' does not reach the back substitution")
+    w_idx = outer_index(sdfg, sub, w_edge, outs[conn][0])
+    if not same(w_idx, outer_index(sdfg, back, back.in_edge(q[1]), back.reads[q])):
+        raise Refuse("the back substitution reads other elements than the forward substitution wrote")
+    intermediate_ok(state, sdfg, q_node, dst, w_idx, x_idx)
+    if state.out_degree(q_node) != 1:
+        raise Refuse("d' is read elsewhere")
+    if p_node.data == dst.data:
+        raise Refuse("c' and x share a container")
+    sources, dims = {}, None
+    for role, leaf in roles.items():
+        sources[role], d_ = _source(state, sdfg, sub, leaf, role)
+        if dims is not None and d_ != dims:
+            raise Refuse("operands order cells and levels differently")
+        dims = d_
+    sources["cp"], d_ = _source(state, sdfg, back, p, "cp")
+    out_win, d_x = window(x_idx, back)
+    if d_ != dims or d_x != dims:
+        raise Refuse("operands order cells and levels differently")
+    _float_operands(sdfg, [n.data for n, _ in sources.values()] + [dst.data])
+    removable = sub.removable + back.removable + [q_node]
+    drop = ([q_node.data] if q_node.data != dst.data else []) + sub.drop_data + back.drop_data
+    return _Plan(removable, sorted(set(drop)), sources, dst, out_win, dims.index("level"), is_exact,
+                 prefactored=True)
+
+
+@properties.make_properties
+class ScanToTridiagonalFactor(_ValueMatched):
+    """Replace a scan that factors a tridiagonal matrix by one ``TridiagonalFactor``.
+
+    Matched (by the values computed, as :class:`ScanPairToTridiagonal`): a lifted ``columns="single"``
+    forward scan alone in its map, one carry ``u`` (init 0), three inputs, two outputs::
+
+        map i: F = Scan(fwd)(a, b, c -> W, CP)         # w = 1 / (b - a * u[k-1]);  u = c * w
+              W[k] = w, CP[k] = u                       ->     TridiagonalFactor(a, b, c -> W, CP)
+
+    ``W`` and ``CP`` are what ``TridiagonalFactor`` computes, in its order of operations: bitwise where
+    the scan performs those operations (``exact``, the default), else within rounding (``exact=False``).
+    The pre-factored solve that reads ``W`` and ``CP`` is :class:`ScanPairToTridiagonal`'s.
+    """
+
+    def can_be_applied(self, graph, expr_index, sdfg, permissive=False):
+        try:
+            _factor_plan(graph, sdfg, self.scan, self.exact)
+        except (Refuse, NotAScan, ValueError, TypeError, KeyError, SyntaxError, ZeroDivisionError):
+            return False
+        return True
+
+    def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG):
+        col, sources, outs, axis = _factor_plan(graph, sdfg, self.scan, self.exact)
+        node = TridiagonalFactor(f"{self.scan.label}_factor", axis=axis)
+        node.debuginfo = self.scan.debuginfo
+        return _replace(graph, sdfg, node, sources, outs, col.removable, col.drop_data)
+
+
+def _factor_plan(state, sdfg, scan: Scan, exact: bool):
+    col = column_of(state, sdfg, scan)
+    if len(col.carries) != 1 or col.structure.direction != "forward":
+        raise Refuse("not a forward scan with one carry")
+    (u,) = col.carries
+    outs = {name: (sb, val) for name, sb, val in col.writes}
+    if set(outs) != set(scan.out_connectors) or len(outs) != 2:
+        raise Refuse("the scan does not write exactly two outputs")
+    values = [col.values[u]] + [val for _, val in outs.values()]
+    ins = sorted(set().union(*(leaves(v, "in") for v in values)))
+    if len(ins) != 3 or any(leaves(v, "carry") - {("carry", u)} for v in values):
+        raise Refuse("the scan does not read three inputs and its carry")
+    for a, b, c in itertools.permutations(ins):
+        w_t, cp_t = factor_forms(a, b, c, ("carry", u))
+        if not same_value(col.values[u], cp_t):
+            continue
+        cp_conn = [n for n, (_, val) in outs.items() if val == col.values[u]]
+        w_conn = [n for n, (_, val) in outs.items() if n not in cp_conn and same_value(val, w_t)]
+        if len(cp_conn) != 1 or len(w_conn) != 1:
+            continue
+        ex = same_arithmetic(col.values[u], cp_t) and same_arithmetic(outs[w_conn[0]][1], w_t)
+        if exact and not ex:
+            raise Refuse("the scan is Thomas' factorisation but not its arithmetic (exact=True)")
+        break
+    else:
+        raise Refuse("the carry update and outputs are not w = 1 / (b - a c'[k-1]), c' = c w")
+    sources, dims = {}, None
+    for role, leaf in zip(("a", "b", "c"), (a, b, c), strict=True):
+        sources[role], d_ = _source(state, sdfg, col, leaf, role)
+        if dims is not None and d_ != dims:
+            raise Refuse("operands order cells and levels differently")
+        dims = d_
+    targets = {}
+    for role, conn in (("w", w_conn[0]), ("cp", cp_conn[0])):
+        edge = col.out_edge(conn)
+        dst = state.memlet_path(edge)[-1].dst
+        if not isinstance(dst, nodes.AccessNode) or dst.data != edge.data.data:
+            raise Refuse(f"output '{role}' is not written into an access node")
+        win, d_ = window(outer_index(sdfg, col, edge, outs[conn][0]), col)
+        if d_ != dims:
+            raise Refuse("operands order cells and levels differently")
+        targets[role] = (dst, win)
+    if targets["w"][0].data == targets["cp"][0].data:
+        raise Refuse("w and c' share a container")
+    _float_operands(sdfg, [n.data for n, _ in list(sources.values()) + list(targets.values())])
+    assert dims is not None
+    return col, sources, targets, dims.index("level")
+
+
+__all__ = ["ScanPairToTridiagonal", "ScanToTridiagonalFactor"]

@@ -169,6 +169,18 @@ def thomas_forms(a, b, c, d, u, v, s: int):
     return (cp if s == 1 else neg(cp)), ("*", ("-", d, ("*", a, v)), w)
 
 
+def factor_forms(a, b, c, u):
+    """Thomas' factorisation as :class:`~sdfg_scan.TridiagonalFactor` computes it, ``u`` holding ``c'``:
+    the new ``(w, c')`` given the previous ``c'``: ``w = 1 / (b - a*c'[k-1]); c' = c*w``."""
+    w = ("/", ("c", 1.0), ("-", b, ("*", a, u)))
+    return w, ("*", c, w)
+
+
+def substitution_form(a, d, w, v):
+    """The forward substitution of a pre-factored solve, ``v`` holding ``d'``: ``d' = (d - a*d'[k-1]) * w``."""
+    return ("*", ("-", d, ("*", a, v)), w)
+
+
 def back_form(cp_in, dp_in, x, s: int):
     """Thomas' back substitution ``x = d' - c' * x[k+1]`` with ``cp_in`` holding ``s * c'``."""
     return ("-", dp_in, ("*", cp_in if s == 1 else neg(cp_in), x))
@@ -250,5 +262,5 @@ def same_arithmetic(x, y) -> bool:
     return _canon(x) == _canon(y)
 
 
-__all__ = ["Refuse", "back_form", "leaves", "level_values", "same_arithmetic", "same_value", "tasklet_values",
-           "thomas_forms"]
+__all__ = ["Refuse", "back_form", "factor_forms", "leaves", "level_values", "same_arithmetic", "same_value",
+           "substitution_form", "tasklet_values", "thomas_forms"]
