@@ -163,9 +163,12 @@ def _replay_error(label: str, ref: dict, rep: dict) -> list[str]:
             rows.append(f"  {label} {n:8}: {int(np.sum(x != y))} entries differ")
             continue
         fin = np.isfinite(x)
-        rel = np.where(fin, np.abs(x - y) / np.maximum(np.abs(x), np.finfo(float).tiny), 0.0)
+        err = np.where(fin, np.abs(x - y), 0.0)
+        rel = err / np.maximum(np.abs(x), np.finfo(float).tiny)
+        scale = float(np.max(np.abs(np.where(fin, x, 0.0)), initial=0.0)) or 1.0
         rows.append(f"  {label} {n:8}: max rel {rel.max():.2e}, entries beyond rtol 1e-6 "
-                    f"{100 * np.mean(rel > 1e-6):.4f}%, new NaN/Inf {int(np.sum(fin & ~np.isfinite(y)))}")
+                    f"{100 * np.mean(rel > 1e-6):.4f}%, max abs / max |x| {err.max() / scale:.1e}, "
+                    f"new NaN/Inf {int(np.sum(fin & ~np.isfinite(y)))}")
     return rows or [f"  {label}: every output bitwise equal to the IEEE-strict build"]
 
 

@@ -65,3 +65,28 @@ def test_refused_where_the_cell_loop_is_not_unit_stride():
                 x.setup_match(sdfg, state.parent_graph.cfg_id, state.block_id,
                               {VectorizeCellMap.map_entry: state.node_id(node)}, 0)
                 assert not x.can_be_applied(state, 0, sdfg)
+
+
+@dace.program
+def _compares(a: dace.float64[K, N], b: dace.float64[K, N], i: dace.int64[K, N], o: dace.int64[K, N]):
+    for k, c in dace.map[0:K, 0:N]:
+        o[k, c] = (1 * (a[k, c] > b[k, c]) + 2 * (a[k, c] >= b[k, c]) + 4 * (a[k, c] < b[k, c])
+                   + 8 * (a[k, c] <= b[k, c]) + 16 * (i[k, c] > 3) + 32 * (i[k, c] <= a[k, c]))
+
+
+def test_quiet_comparisons_give_numpys_values_with_nan():
+    """If-converted code compares through ``__builtin_isgreater`` and friends (no invalid-operation trap,
+    so GCC if-converts around them): the same truth values as ``>``, ``>=``, ``<``, ``<=``, NaN included,
+    for floats, integers and mixed operands."""
+    sdfg = _compares.to_sdfg(simplify=True)
+    assert vectorize_cell_maps(sdfg) == 1
+    code = "\n".join(o.clean_code for o in sdfg.generate_code())
+    assert "_sdfg_scan_gt(" in code and "_sdfg_scan_le(" in code
+    rng = np.random.default_rng(7)
+    k, n = 3, 301
+    a, b = rng.choice([np.nan, -1.0, 0.0, 2.5, np.inf], (k, n)), rng.choice([np.nan, 0.0, 2.5, 7.0], (k, n))
+    i = rng.integers(0, 8, (k, n))
+    o = np.zeros((k, n), dtype=np.int64)
+    sdfg(a=a, b=b, i=i, o=o, K=k, N=n)
+    want = (1 * (a > b) + 2 * (a >= b) + 4 * (a < b) + 8 * (a <= b) + 16 * (i > 3) + 32 * (i <= a))
+    assert np.array_equal(o, want)

@@ -67,6 +67,17 @@ static inline double _sdfg_scan_vexp(double x) { return exp(x); }
 static inline double _sdfg_scan_vlog(double x) { return log(x); }
 #pragma omp declare simd notinbranch
 static inline double _sdfg_scan_vpow(double x, double y) { return pow(x, y); }
+#include <type_traits>
+#define SDFG_SCAN_QUIET(name, builtin, op) \
+    template <typename A, typename B> static inline bool name(A a, B b) { \
+        if constexpr (std::is_floating_point_v<A> || std::is_floating_point_v<B>) { \
+            using T = std::common_type_t<A, B>; return builtin(T(a), T(b)); \
+        } else { return a op b; } }
+SDFG_SCAN_QUIET(_sdfg_scan_gt, __builtin_isgreater, >)
+SDFG_SCAN_QUIET(_sdfg_scan_ge, __builtin_isgreaterequal, >=)
+SDFG_SCAN_QUIET(_sdfg_scan_lt, __builtin_isless, <)
+SDFG_SCAN_QUIET(_sdfg_scan_le, __builtin_islessequal, <=)
+#undef SDFG_SCAN_QUIET
 #endif
 """
 

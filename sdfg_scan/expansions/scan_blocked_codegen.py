@@ -201,6 +201,24 @@ class _MaskLogic(ast.NodeTransformer):
         return ast.copy_location(out, node)
 
 
+class _QuietCompare(ast.NodeTransformer):
+    """``a > b`` (``>=``, ``<``, ``<=``) as the quiet comparisons of ``scan_blocked.VECTOR_MATH``
+    (``__builtin_isgreater`` and friends on floating operands, after the usual arithmetic conversions):
+    the same value, NaN included, but no invalid-operation flag for a NaN operand. An ordered comparison
+    may trap (``-ftrapping-math``, GCC's default), so GCC neither speculates one that a select guards nor
+    if-converts the branch around it; the quiet ones it does (graupel's precipitation map)."""
+
+    NAMES = {ast.Gt: "_sdfg_scan_gt", ast.GtE: "_sdfg_scan_ge", ast.Lt: "_sdfg_scan_lt", ast.LtE: "_sdfg_scan_le"}
+
+    def visit_Compare(self, node):
+        self.generic_visit(node)
+        if len(node.ops) != 1 or type(node.ops[0]) not in self.NAMES:
+            return node
+        call = ast.Call(func=ast.Name(id=self.NAMES[type(node.ops[0])], ctx=ast.Load()),
+                        args=[node.left, node.comparators[0]], keywords=[])
+        return ast.copy_location(call, node)
+
+
 def _vector_math(text: str) -> str:
     """Calls of ``dace::math::exp/log/pow`` on doubles -> the simd-declared wrappers (libmvec when vectorised)."""
     for f, v in VECTOR_FUNCTIONS.items():
@@ -299,7 +317,7 @@ class BodyWriter:
                 names[n.id] = f"({self.load(ref, [])})"
         if self.if_convert:
             types = {n: d.dtype for n, d in scope.sdfg.arrays.items() if n in scope.data}
-            tree = _MaskLogic(types).visit(tree)
+            tree = _QuietCompare().visit(_MaskLogic(types).visit(tree))
         tree = _Rename(names, {}, scope).visit(tree)
         return cppunparse.pyexpr2cpp(tree)
 
@@ -459,7 +477,7 @@ class BodyWriter:
         for stmt in t.code.code:
             stmt = remover.visit(copy.deepcopy(stmt))
             if self.if_convert:
-                stmt = _MaskLogic(types).visit(stmt)
+                stmt = _QuietCompare().visit(_MaskLogic(types).visit(stmt))
             stmt = _Rename({s: c for s, c in scope.syms.items() if s not in types}, arrays, scope).visit(stmt)
             out = io.StringIO()
             cppunparse.CPPUnparser(stmt, 0, locs, out, defined_symbols=dict(known))
