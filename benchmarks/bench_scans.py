@@ -8,7 +8,8 @@ timed in one run together with the bandwidth probe. Run: ``python benchmarks/ben
 Few long columns (``parallel_prefix`` against ``sequential``, 1 and 2 columns x ``nlev`` levels, each
 with 1 and 2 OpenMP threads set through libgomp, outputs checked bitwise equal across the thread
 counts; "vs sequential" is against ``sequential`` at the same thread count):
-``python benchmarks/bench_scans.py long [nlev]`` (default 4M levels).
+``python benchmarks/bench_scans.py long [nlev]`` (default 4M levels; cumsum, the linear recurrence, and
+the same recurrence as ``associative_scan`` of affine pairs).
 
 A windowed general scan (``y[k] = 0.5 y[k-1] + x[k] + x[k-1] + x[k-2] + x[k-3]``, the body reading
 ``x`` at offsets 0, -1, -2, -3), ``kcached`` against ``sequential`` in both layouts, outputs checked
@@ -30,7 +31,7 @@ import sdfg_scan  # noqa: E402
 from benchmarks.common import Row, bandwidth_probe, best_time, compiled_call, print_table  # noqa: E402
 from benchmarks.peers import peer_rows  # noqa: E402
 from sdfg_scan.harness import numpy_array, one_node_sdfg  # noqa: E402
-from sdfg_scan.nodes import CumulativeScan, LinearRecurrence, Scan  # noqa: E402
+from sdfg_scan.nodes import AssociativeScan, CumulativeScan, LinearRecurrence, Scan  # noqa: E402
 
 N, K = dace.symbol("N"), dace.symbol("K")
 F64 = dace.float64
@@ -55,6 +56,19 @@ def _linrec_body(c, x, k):
     (y,) = c
     y2 = x[0] * y + x[1]
     return (y2,), ()
+
+
+AFFINE = ["a0 * b0", "b0 * a1 + b1"]
+"""The composition of affine maps ``y -> a*y + b`` (earlier ``a0, a1``, later ``b0, b1``): the linear
+recurrence as ``sdfg_scan.associative_scan(lambda p, q: (p[0]*q[0], q[0]*p[1] + q[1]), (a, b))``."""
+
+
+def assoc_sdfg(impl: str, layout: str) -> dace.SDFG:
+    node = AssociativeScan("assoc", combine=AFFINE, axis=1)
+    node.implementation = impl
+    return one_node_sdfg(f"bench_assoc_{impl}_{layout}", node,
+                         {"_in0": ([N, K], F64, True), "_in1": ([N, K], F64, True)},
+                         {"_out0": ([N, K], F64, True), "_out1": ([N, K], F64, True)}, 1, layout)
 
 
 def general_scan_sdfg(impl: str, layout: str) -> dace.SDFG:
@@ -186,28 +200,34 @@ def long_columns(nlev: int = 4 * 2**20, repeats: int = 15) -> list[Row]:
     rng = np.random.default_rng(0)
     probe = bandwidth_probe(2 * nlev * 8)
     rows: list[Row] = []
-    progs = {(kind, impl): (cumsum_sdfg if kind == "cumsum" else linrec_sdfg)(impl, "k").compile()
-             for kind in ("cumsum", "linrec") for impl in ("sequential", "parallel_prefix")}
+    builders = {"cumsum": cumsum_sdfg, "linrec": linrec_sdfg, "assoc": assoc_sdfg}
+    names = {"cumsum": "cumsum", "linrec": "linear recurrence", "assoc": "associative_scan (affine)"}
+    progs = {(kind, impl): builders[kind](impl, "k").compile()
+             for kind in builders for impl in ("sequential", "parallel_prefix")}
     for ncol in (1, 2):
         x, a = rng.random((ncol, nlev)), rng.uniform(0.5, 1.0, (ncol, nlev))
-        for kind in ("cumsum", "linrec"):
-            ins = {"_in": x} if kind == "cumsum" else {"a": a, "b": x}
+        for kind in builders:
+            ins = {"cumsum": {"_in": x}, "linrec": {"a": a, "b": x}, "assoc": {"_in0": a, "_in1": x}}[kind]
+            # the affine scan also writes the products of a (its first output)
+            extra = {"_out0": np.zeros((ncol, nlev))} if kind == "assoc" else {}
+            out_name = "_out1" if kind == "assoc" else "_out"
             field = ncol * nlev * 8
-            nbytes = (len(ins) + 1) * field
+            nbytes = (len(ins) + 1 + len(extra)) * field
             seq_out, bits = None, {}
             base: dict[int, float] = {}   # sequential at the same thread count
             for impl in ("sequential", "parallel_prefix"):
                 for threads in (1, 2):
                     set_threads(threads)
                     out = np.zeros((ncol, nlev))
-                    t = best_time(compiled_call(progs[kind, impl], **ins, _out=out, N=ncol, K=nlev), repeats)
+                    t = best_time(compiled_call(progs[kind, impl], **ins, **extra, **{out_name: out}, N=ncol, K=nlev),
+                                  repeats)
                     base.setdefault(threads, t)
                     if impl == "sequential":
                         seq_out = out.copy()
                     else:
                         bits[threads] = out.copy()
                     rel = float(np.max(np.abs(out - seq_out) / np.abs(seq_out)))
-                    rows.append(Row(f"{'cumsum' if kind == 'cumsum' else 'linear recurrence'} {ncol} x {nlev}",
+                    rows.append(Row(f"{names[kind]} {ncol} x {nlev}",
                                     "k", f"{impl}, {threads} thread{'s' if threads > 1 else ''} (rel {rel:.0e})",
                                     t, nbytes, base[threads]))
             same = np.array_equal(bits[1].view(np.uint64), bits[2].view(np.uint64))
