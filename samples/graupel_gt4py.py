@@ -99,12 +99,19 @@ def run(ncells: int = NCELLS, nlev: int = NLEV, repeat: int = REPEAT, variants=V
     rows, outs = [], {}
 
     def versus(out, ref) -> str:
+        """"bitwise", or the largest difference relative to the output's largest magnitude and the share
+        of entries beyond rtol 1e-6 (worst output): near-zero residuals make a pointwise relative error
+        meaningless (a cancellation leaves 1e-19 in one build and 0 in the other)."""
         if ref is None:
             return "-"
         if all(np.array_equal(out[k].view(np.uint64), ref[k].view(np.uint64)) for k in ref):
             return "bitwise"
-        rel = [float(np.nanmax(np.abs(out[k] - ref[k]) / np.maximum(np.abs(ref[k]), 1e-300))) for k in ref]
-        return f"rel {max(rel):.1e}"
+        norm, share = 0.0, 0.0
+        for k in ref:
+            diff = np.abs(out[k] - ref[k])
+            norm = max(norm, float(np.nanmax(diff)) / max(float(np.nanmax(np.abs(ref[k]))), 1e-300))
+            share = max(share, float(np.mean(diff > 1e-6 * np.abs(ref[k]))))
+        return f"{norm:.1e} of max, {100 * share:.2f}% > rtol 1e-6"
 
     for variant in variants:
         t0 = time.perf_counter()
@@ -116,7 +123,7 @@ def run(ncells: int = NCELLS, nlev: int = NLEV, repeat: int = REPEAT, variants=V
         row = (variant, build, times[len(times) // 2], versus(out, outs.get("stock")),
                versus(out, outs.get("stock_strict")))
         rows.append(row)
-        print(f"{variant:18} build {build:7.1f} s  {1e3 * row[2]:9.2f} ms/call  vs stock: {row[3]:12} "
+        print(f"{variant:18} build {build:7.1f} s  {1e3 * row[2]:9.2f} ms/call  vs stock: {row[3]:30} "
               f"vs stock_strict: {row[4]}", flush=True)
     base = rows[0][2]
     print("\n| variant | build s | ms per call | speed-up vs stock | vs stock | vs stock_strict |\n|---|---:|---:|---:|---|---|")

@@ -11,6 +11,11 @@ import dace
 EXACT_ENV = "sdfg_scan.expansions.environments.ExactArithmetic"
 """The environment whose compile flags make a program IEEE-strict (``reproducibility="exact"``)."""
 
+HOOKS_REVISION = "0.1.0-2"
+"""sdfg_scan's version and a revision of what the hooks do. Every stage carries it as a field, so it is part
+of the fingerprint gt4py keys its (persistent) translation cache with: programs an older sdfg_scan
+translated are not served to a newer one. Bump it when lifting or selection changes."""
+
 
 @dataclass
 class Chained:
@@ -41,6 +46,7 @@ class LiftStage:
     target: str
     reproducibility: str
     reports: list = field(default_factory=list)
+    revision: str = HOOKS_REVISION
 
     def __call__(self, sdfg: dace.SDFG) -> None:
         from sdfg_scan import optimize
@@ -59,6 +65,7 @@ class ExpandStage:
 
     target: str
     reproducibility: str
+    revision: str = HOOKS_REVISION
 
     def __call__(self, sdfg: dace.SDFG) -> None:
         from sdfg_scan.select import pin_flags, select_expansions

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 
+import dace
 import icon4py_fixtures as fx
 import numpy as np
 import pytest
@@ -207,3 +208,21 @@ def test_blocked_refuses_gpu_and_single_columns():
     node.columns = "cells"
     gpu = type(ctx)("gpu", ctx.floor, ctx.layout, ctx.symbols, ctx.state)
     assert "generates no gpu code" in refusal(node, "blocked", Scan.implementations["blocked"], gpu)
+
+
+def test_symbolic_cell_strides_follow_the_known_ones():
+    """gt4py leaves graupel's tracer fields (a tuple) with a symbolic cell stride beside unit-stride ones:
+    the layout counts as cell-contiguous, so ``replay`` picks ``blocked_simd`` there too; with every cell
+    stride symbolic (nothing known) it stays strided."""
+    form = "graupel_run.opt_nohooks"
+    sdfg, scans = _lifted(form, reproducibility="replay")
+    node, state = scans[0]
+    strides = {c: node.operand(state, c).desc.strides for c in node.in_connectors}
+    assert any(dace.symbolic.issymbolic(s[0]) for s in strides.values())   # q_in_*: Cell stride symbolic
+    assert context_of(node, state).layout.contiguity == "cell"
+    assert node.implementation == "blocked_simd"
+    for c in list(node.in_connectors) + list(node.out_connectors):   # every cell stride unknown
+        desc = node.operand(state, c).desc
+        if len(desc.shape) == 2 and not dace.symbolic.issymbolic(desc.strides[0]):
+            desc.strides = (dace.symbol(f"__s_{c}"), desc.strides[1])
+    assert context_of(node, state).layout.contiguity == "strided"

@@ -220,8 +220,13 @@ class Scan(ColumnNode):
         """The map over cells the node owns (``cells``) or sits in (``single``); None for ``map``."""
         if self.columns == "cells":
             rng = dace.subsets.Range.from_string(", ".join(self.cell_ranges))
-            unit = all(self._unit_along(state, c, self.cell_params[-1]) for c in self.cell_subsets
-                       if self.has_edge(state, c))
+            kinds = [self._unit_along(state, c, self.cell_params[-1]) for c in self.cell_subsets
+                     if self.has_edge(state, c)]
+            # a stride only known at run time is taken to follow the program's known ones: gt4py leaves
+            # some fields' cell stride symbolic (icon4py's tuples of tracers) beside unit-stride ones, and
+            # icon4py passes every field in one layout; a wrong guess costs speed, never a value (the
+            # schedules index through the real strides)
+            unit = "no" not in kinds and ("yes" in kinds or all(k == "any" for k in kinds))
             return CellMap(tuple(self.cell_params), rng.num_elements(), unit)
         if self.columns == "single":
             me = state.entry_node(self)
@@ -230,19 +235,27 @@ class Scan(ColumnNode):
             return CellMap(tuple(me.map.params), me.map.range.num_elements(), cell_contiguous(state, me, self))
         return None
 
-    def _unit_along(self, state: dace.SDFGState, c: str, param: str) -> bool:
+    def _unit_along(self, state: dace.SDFGState, c: str, param: str) -> str:
+        """Whether connector ``c``'s container is unit-stride along the cell parameter: ``"yes"``,
+        ``"no"`` (a constant stride other than 1), ``"unknown"`` (a symbolic stride) or ``"any"`` (not
+        indexed by the cells: a scalar, one element)."""
         op = self.operand(state, c)
         if isinstance(op.desc, dace.data.Scalar):
-            return True
+            return "any"
         sub = dace.subsets.Range.from_string(self.cell_subsets[c])
         if sub.num_elements() == 1 and not any(param in str(r) for r in sub):
-            return True
+            return "any"
         p = symbolic.pystr_to_symbolic(param)
+        out = "any"
         for (b, e, _), stride in zip(sub, op.desc.strides, strict=True):
             if p in symbolic.pystr_to_symbolic(str(b)).free_symbols | symbolic.pystr_to_symbolic(str(e)).free_symbols:
-                if symbolic.inequal_symbols(stride, 1):
-                    return False
-        return True
+                if symbolic.issymbolic(stride) and symbolic.inequal_symbols(stride, 1):
+                    out = "unknown"
+                elif symbolic.inequal_symbols(stride, 1):
+                    return "no"
+                elif out == "any":
+                    out = "yes"
+        return out
 
     def level_count(self):
         """Levels of one column (the main loop's trip count)."""
