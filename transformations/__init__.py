@@ -39,10 +39,8 @@ from sdfg_scan.transformations.scan_loop_interchange import ScanLoopInterchange 
 
 __all__.append("ScanLoopInterchange")
 
-from sdfg_scan.transformations.scan_pair_to_tridiagonal import (  # noqa: E402,F401
-    ScanPairToTridiagonal,
-    ScanToTridiagonalFactor,
-)
+from sdfg_scan.transformations.scan_pair_to_tridiagonal import ScanPairToTridiagonal  # noqa: E402,F401
+from sdfg_scan.transformations.scan_to_tridiagonal_factor import ScanToTridiagonalFactor  # noqa: E402,F401
 
 __all__ += ["ScanPairToTridiagonal", "ScanToTridiagonalFactor"]
 

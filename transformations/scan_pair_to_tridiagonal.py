@@ -12,12 +12,11 @@ from dace.sdfg import utils as sdutil
 from dace.transformation import transformation as xf
 
 from sdfg_scan.nodes.scan import Scan
-from sdfg_scan.nodes.tridiagonal_solve import TridiagonalFactor, TridiagonalSolve
+from sdfg_scan.nodes.tridiagonal_solve import TridiagonalSolve
 from sdfg_scan.scan_structure import NotAScan
 from sdfg_scan.transformations.scan_pair_to_tridiagonal_algebra import (
     Refuse,
     back_form,
-    factor_forms,
     leaves,
     same_arithmetic,
     same_value,
@@ -52,8 +51,9 @@ class _Plan:
 
 
 @properties.make_properties
-class _ValueMatched(xf.SingleStateTransformation):
-    """What both Thomas recognisers share: the pattern (one lifted ``Scan``) and the ``exact`` option."""
+class ValueMatched(xf.SingleStateTransformation):
+    """What the Thomas recognisers (this module's and ``ScanToTridiagonalFactor``) share: the pattern (one
+    lifted ``Scan``) and the ``exact`` option."""
 
     scan = xf.PatternNode(Scan)
     exact = properties.Property(dtype=bool, default=True, desc="accept only bitwise-equal replacements")
@@ -68,7 +68,7 @@ class _ValueMatched(xf.SingleStateTransformation):
 
 
 @properties.make_properties
-class ScanPairToTridiagonal(_ValueMatched):
+class ScanPairToTridiagonal(ValueMatched):
     """Replace the two scans of a Thomas solve (elimination, then back substitution) by one ``TridiagonalSolve``.
 
     Matched pattern (recognised by the values computed, names play no role): two lifted
@@ -129,10 +129,11 @@ class ScanPairToTridiagonal(_ValueMatched):
         node = TridiagonalSolve(f"{self.scan.label}_tridiagonal", axis=plan.axis, prefactored=plan.prefactored)
         node.debuginfo = self.scan.debuginfo
         ins = {role: plan.sources[role] for role in (_PREFACTORED_ROLES if plan.prefactored else _ROLES)}
-        return _replace(graph, sdfg, node, ins, {"x": (plan.dst, plan.out_window)}, plan.removable, plan.drop_data)
+        return replace_scans(graph, sdfg, node, ins, {"x": (plan.dst, plan.out_window)}, plan.removable, plan.drop_data)
 
 
-def _replace(graph: dace.SDFGState, sdfg: dace.SDFG, node, ins: dict, outs: dict, removable: list, drop: list):
+def replace_scans(graph: dace.SDFGState, sdfg: dace.SDFG, node, ins: dict, outs: dict, removable: list,
+                  drop: list):
     """Put ``node`` in the place of the matched scans: connector -> (access node, window) for its inputs
     and outputs, then remove the scans' nodes and the data only they used."""
     graph.add_node(node)
@@ -290,7 +291,7 @@ def _back_target(state: dace.SDFGState, sdfg: dace.SDFG, back: Column):
     return dst, outer_index(sdfg, back, x_edge, back.writes[0][1])
 
 
-def _source(state: dace.SDFGState, sdfg: dace.SDFG, col: Column, leaf, role: str):
+def source_of(state: dace.SDFGState, sdfg: dace.SDFG, col: Column, leaf, role: str):
     """The access node and outer window an input leaf of ``col`` is read from, and its dimension roles."""
     edge = col.in_edge(leaf[1])
     src = state.memlet_path(edge)[0].src
@@ -300,7 +301,7 @@ def _source(state: dace.SDFGState, sdfg: dace.SDFG, col: Column, leaf, role: str
     return (src, win), dims
 
 
-def _float_operands(sdfg: dace.SDFG, names) -> None:
+def float_operands(sdfg: dace.SDFG, names) -> None:
     dtypes = {sdfg.arrays[n].dtype for n in names}
     if len(dtypes) != 1 or next(iter(dtypes)) not in (dace.float32, dace.float64):
         raise Refuse("operands of mixed or non-float dtype")
@@ -347,97 +348,19 @@ def _prefactored_plan(state, sdfg, back: Column, p, q, s: int, ex_back: bool, p_
         raise Refuse("c' and x share a container")
     sources, dims = {}, None
     for role, leaf in roles.items():
-        sources[role], d_ = _source(state, sdfg, sub, leaf, role)
+        sources[role], d_ = source_of(state, sdfg, sub, leaf, role)
         if dims is not None and d_ != dims:
             raise Refuse("operands order cells and levels differently")
         dims = d_
-    sources["cp"], d_ = _source(state, sdfg, back, p, "cp")
+    sources["cp"], d_ = source_of(state, sdfg, back, p, "cp")
     out_win, d_x = window(x_idx, back)
     if d_ != dims or d_x != dims:
         raise Refuse("operands order cells and levels differently")
-    _float_operands(sdfg, [n.data for n, _ in sources.values()] + [dst.data])
+    float_operands(sdfg, [n.data for n, _ in sources.values()] + [dst.data])
     removable = sub.removable + back.removable + [q_node]
     drop = ([q_node.data] if q_node.data != dst.data else []) + sub.drop_data + back.drop_data
     return _Plan(removable, sorted(set(drop)), sources, dst, out_win, dims.index("level"), is_exact,
                  prefactored=True)
 
 
-@properties.make_properties
-class ScanToTridiagonalFactor(_ValueMatched):
-    """Replace a scan that factors a tridiagonal matrix by one ``TridiagonalFactor``.
-
-    Matched (by the values computed, as :class:`ScanPairToTridiagonal`): a lifted ``columns="single"``
-    forward scan alone in its map, one carry ``u`` (init 0), three inputs, two outputs::
-
-        map i: F = Scan(fwd)(a, b, c -> W, CP)         # w = 1 / (b - a * u[k-1]);  u = c * w
-              W[k] = w, CP[k] = u                       ->     TridiagonalFactor(a, b, c -> W, CP)
-
-    ``W`` and ``CP`` are what ``TridiagonalFactor`` computes, in its order of operations: bitwise where
-    the scan performs those operations (``exact``, the default), else within rounding (``exact=False``).
-    The pre-factored solve that reads ``W`` and ``CP`` is :class:`ScanPairToTridiagonal`'s.
-    """
-
-    def can_be_applied(self, graph, expr_index, sdfg, permissive=False):
-        try:
-            _factor_plan(graph, sdfg, self.scan, self.exact)
-        except (Refuse, NotAScan, ValueError, TypeError, KeyError, SyntaxError, ZeroDivisionError):
-            return False
-        return True
-
-    def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG):
-        col, sources, outs, axis = _factor_plan(graph, sdfg, self.scan, self.exact)
-        node = TridiagonalFactor(f"{self.scan.label}_factor", axis=axis)
-        node.debuginfo = self.scan.debuginfo
-        return _replace(graph, sdfg, node, sources, outs, col.removable, col.drop_data)
-
-
-def _factor_plan(state, sdfg, scan: Scan, exact: bool):
-    col = column_of(state, sdfg, scan)
-    if len(col.carries) != 1 or col.structure.direction != "forward":
-        raise Refuse("not a forward scan with one carry")
-    (u,) = col.carries
-    outs = {name: (sb, val) for name, sb, val in col.writes}
-    if set(outs) != set(scan.out_connectors) or len(outs) != 2:
-        raise Refuse("the scan does not write exactly two outputs")
-    values = [col.values[u]] + [val for _, val in outs.values()]
-    ins = sorted(set().union(*(leaves(v, "in") for v in values)))
-    if len(ins) != 3 or any(leaves(v, "carry") - {("carry", u)} for v in values):
-        raise Refuse("the scan does not read three inputs and its carry")
-    for a, b, c in itertools.permutations(ins):
-        w_t, cp_t = factor_forms(a, b, c, ("carry", u))
-        if not same_value(col.values[u], cp_t):
-            continue
-        cp_conn = [n for n, (_, val) in outs.items() if val == col.values[u]]
-        w_conn = [n for n, (_, val) in outs.items() if n not in cp_conn and same_value(val, w_t)]
-        if len(cp_conn) != 1 or len(w_conn) != 1:
-            continue
-        ex = same_arithmetic(col.values[u], cp_t) and same_arithmetic(outs[w_conn[0]][1], w_t)
-        if exact and not ex:
-            raise Refuse("the scan is Thomas' factorisation but not its arithmetic (exact=True)")
-        break
-    else:
-        raise Refuse("the carry update and outputs are not w = 1 / (b - a c'[k-1]), c' = c w")
-    sources, dims = {}, None
-    for role, leaf in zip(("a", "b", "c"), (a, b, c), strict=True):
-        sources[role], d_ = _source(state, sdfg, col, leaf, role)
-        if dims is not None and d_ != dims:
-            raise Refuse("operands order cells and levels differently")
-        dims = d_
-    targets = {}
-    for role, conn in (("w", w_conn[0]), ("cp", cp_conn[0])):
-        edge = col.out_edge(conn)
-        dst = state.memlet_path(edge)[-1].dst
-        if not isinstance(dst, nodes.AccessNode) or dst.data != edge.data.data:
-            raise Refuse(f"output '{role}' is not written into an access node")
-        win, d_ = window(outer_index(sdfg, col, edge, outs[conn][0]), col)
-        if d_ != dims:
-            raise Refuse("operands order cells and levels differently")
-        targets[role] = (dst, win)
-    if targets["w"][0].data == targets["cp"][0].data:
-        raise Refuse("w and c' share a container")
-    _float_operands(sdfg, [n.data for n, _ in list(sources.values()) + list(targets.values())])
-    assert dims is not None
-    return col, sources, targets, dims.index("level")
-
-
-__all__ = ["ScanPairToTridiagonal", "ScanToTridiagonalFactor"]
+__all__ = ["ScanPairToTridiagonal"]

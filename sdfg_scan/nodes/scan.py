@@ -237,18 +237,22 @@ class Scan(ColumnNode):
 
     def _unit_along(self, state: dace.SDFGState, c: str, param: str) -> str:
         """Whether connector ``c``'s container is unit-stride along the cell parameter: ``"yes"``,
-        ``"no"`` (a constant stride other than 1), ``"unknown"`` (a symbolic stride) or ``"any"`` (not
-        indexed by the cells: a scalar, one element)."""
+        ``"no"`` (a constant stride other than 1, or one made of the array's sizes), ``"unknown"`` (a
+        stride symbol of its own, as gt4py's) or ``"any"`` (one element per cell: a scalar, a K-less field)."""
         op = self.operand(state, c)
         if isinstance(op.desc, dace.data.Scalar):
             return "any"
         sub = dace.subsets.Range.from_string(self.cell_subsets[c])
-        if sub.num_elements() == 1 and not any(param in str(r) for r in sub):
+        if sub.num_elements() == 1:   # K-less (one element per cell): no evidence of the fields' layout
             return "any"
         p = symbolic.pystr_to_symbolic(param)
+        shape_syms = set().union(*(symbolic.pystr_to_symbolic(str(n)).free_symbols for n in op.desc.shape))
         out = "any"
         for (b, e, _), stride in zip(sub, op.desc.strides, strict=True):
             if p in symbolic.pystr_to_symbolic(str(b)).free_symbols | symbolic.pystr_to_symbolic(str(e)).free_symbols:
+                free = symbolic.pystr_to_symbolic(str(stride)).free_symbols
+                if symbolic.issymbolic(stride) and free and free <= shape_syms:
+                    return "no"   # a dense stride made of the array's sizes (e.g. K): another layout
                 if symbolic.issymbolic(stride) and symbolic.inequal_symbols(stride, 1):
                     out = "unknown"
                 elif symbolic.inequal_symbols(stride, 1):
