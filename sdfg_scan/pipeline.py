@@ -189,8 +189,8 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         now (host memory: a CPU expansion), and the caller selects again after its GPU transformation
         (``sdfg_scan.gt4py``'s last hook does).
     :param vectorize_maps: under ``replay``/``approx`` on the CPU, apply ``VectorizeCellMap`` to the
-        top-level pointwise maps (experimental: on graupel GCC vectorises two of its three maps, not
-        the largest one yet).
+        top-level pointwise maps (experimental: GCC vectorises all three of graupel's, but the
+        if-converted precipitation map computes every branch's ``pow`` and gains nothing; README).
     """
     if target not in TARGETS:
         raise ValueError(f"sdfg_scan.optimize: target must be one of {TARGETS}, got '{target}'")

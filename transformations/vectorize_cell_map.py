@@ -15,8 +15,8 @@ assign values if-converted, ``exp``/``log``/``pow`` through glibc's vector math)
                                                omp simd for l < B: body(k, c0 + l)
 
 It is **replay**: the vector math differs from scalar libm in the last bits (deterministic for one
-machine and build). ``optimize(..., reproducibility="replay")`` applies it on the CPU, never under
-``exact``.
+machine and build). ``optimize(..., reproducibility="replay", vectorize_maps=True)`` applies it on the
+CPU (opt-in), never under ``exact``.
 
 Legality (``can_be_applied`` runs the translator; a refusal changes nothing): a top-level map (not
 inside another scope) with a default or CPU schedule, unit steps, whose innermost parameter indexes

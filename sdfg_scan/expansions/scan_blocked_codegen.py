@@ -116,15 +116,6 @@ class Writer:
         return f"_{stem}{next(self._ids)}"
 
 
-def _chain(cfg: ControlFlowRegion) -> list:
-    """The blocks of ``cfg`` in order; it must be a chain of unconditional, non-assigning edges."""
-    blocks = _chain_assigning(cfg)
-    for b, assigns in blocks:
-        if assigns:
-            raise Unsupported(f"the edge after '{b.label}' is conditional or assigns symbols")
-    return [b for b, _ in blocks]
-
-
 def _chain_assigning(cfg: ControlFlowRegion) -> list:
     """``(block, symbol assignments on the edge after it)`` in order; a chain of unconditional edges."""
     out, b, seen = [], cfg.start_block, set()
@@ -217,6 +208,12 @@ class _QuietCompare(ast.NodeTransformer):
         call = ast.Call(func=ast.Name(id=self.NAMES[type(node.ops[0])], ctx=ast.Load()),
                         args=[node.left, node.comparators[0]], keywords=[])
         return ast.copy_location(call, node)
+
+
+def _if_converted(tree, types: dict):
+    """An expression or statement as if-converted code writes it: bool ``or``/``and`` as masks
+    (:class:`_MaskLogic`), ordered comparisons quiet (:class:`_QuietCompare`)."""
+    return _QuietCompare().visit(_MaskLogic(types).visit(tree))
 
 
 def _vector_math(text: str) -> str:
@@ -317,7 +314,7 @@ class BodyWriter:
                 names[n.id] = f"({self.load(ref, [])})"
         if self.if_convert:
             types = {n: d.dtype for n, d in scope.sdfg.arrays.items() if n in scope.data}
-            tree = _QuietCompare().visit(_MaskLogic(types).visit(tree))
+            tree = _if_converted(tree, types)
         tree = _Rename(names, {}, scope).visit(tree)
         return cppunparse.pyexpr2cpp(tree)
 
@@ -477,7 +474,7 @@ class BodyWriter:
         for stmt in t.code.code:
             stmt = remover.visit(copy.deepcopy(stmt))
             if self.if_convert:
-                stmt = _QuietCompare().visit(_MaskLogic(types).visit(stmt))
+                stmt = _if_converted(stmt, types)
             stmt = _Rename({s: c for s, c in scope.syms.items() if s not in types}, arrays, scope).visit(stmt)
             out = io.StringIO()
             cppunparse.CPPUnparser(stmt, 0, locs, out, defined_symbols=dict(known))
