@@ -62,7 +62,7 @@ test-gt4py:
 
 # regenerate the gt4py SDFG fixtures (the exporter's cache, used by the tests when ../shared is absent)
 fixtures: $(GT4PY_STAMP)
-	PYTHONPATH=$(CURDIR) $(GT4PY_BIN)/sdfg-scan export tests.gt4py_programs.programs:cumsum_k \
+	PYTHONPATH=$(CURDIR) $(GT4PY_BIN)/sdfg-scan export tests.gt4py_programs.programs:cumsum_k=minimal_cumsum_k \
 	  tests.gt4py_programs.programs:thomas_pair tests.gt4py_programs.programs:precip_gated
 	-$(GT4PY_BIN)/python -m pip install -q --no-deps icon4py-common==0.4.1 icon4py-atmosphere-dycore==0.4.1 \
 	  && $(GT4PY_BIN)/python -m pip install -q cattrs pyyaml \

@@ -126,14 +126,16 @@ def bench_dycore_pair(size: tuple[int, int], samples: int, repeat: int) -> list[
     return rows
 
 
-def _graupel_blocked(impl: str | None, reproducibility: str, vectorize_maps: bool = False):
-    """``graupel_run_dyn`` after ``optimize`` with its scan pinned to ``impl`` (None: ``optimize``'s choice)."""
+def _graupel_blocked(impl: str | None, reproducibility: str, vectorize_maps: bool = False,
+                     persistent: bool = False):
+    """``graupel_run_dyn`` after ``optimize`` with its scan pinned to ``impl`` (None: ``optimize``'s choice);
+    ``persistent``: its top-level transients allocated once (``"sized"``: the benchmark calls with one size)."""
     from sdfg_scan.nodes.scan import Scan
 
     form = "graupel_run_dyn.opt_nohooks"
     sdfg = fx.load(form)
     sdfg_scan.optimize(sdfg, target="cpu", reproducibility=reproducibility, inplace=GRAUPEL_INPLACE,
-                       vectorize_maps=vectorize_maps)
+                       vectorize_maps=vectorize_maps, persistent_transients="sized" if persistent else False)
     for n, _ in sdfg.all_nodes_recursive():
         if isinstance(n, Scan) and impl is not None:
             n.implementation = impl
@@ -185,19 +187,29 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int) -> list[str]:
                 "blocked (exact)": fx.compile_once("bench_graupel_blocked", _graupel_blocked("blocked", "exact")),
                 "blocked_kcached (exact)": fx.compile_once("bench_graupel_blocked_kc",
                                                            _graupel_blocked("blocked_kcached", "exact")),
+                "blocked + persistent (exact)": fx.compile_once(
+                    "bench_graupel_blocked_p", _graupel_blocked("blocked", "exact", persistent=True)),
                 "auto (replay)": fx.compile_once("bench_graupel_auto_replay", _graupel_blocked(None, "replay")),
+                "auto + persistent (replay)": fx.compile_once(
+                    "bench_graupel_auto_replay_p", _graupel_blocked(None, "replay", persistent=True)),
                 "blocked_simd (replay)": fx.compile_once("bench_graupel_blocked_simd",
                                                          _graupel_blocked("blocked_simd", "replay")),
                 "+ vectorize_maps (replay)": fx.compile_once("bench_graupel_vmaps",
-                                                            _graupel_blocked("blocked_simd", "replay", True))}
+                                                            _graupel_blocked("blocked_simd", "replay", True)),
+                "+ vectorize_maps + persistent": fx.compile_once(
+                    "bench_graupel_vmaps_p", _graupel_blocked("blocked_simd", "replay", True, persistent=True))}
     outs = fx.outputs_of(variants, kw)
     fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["blocked (exact)"])
     fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["blocked_kcached (exact)"])
+    fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["blocked + persistent (exact)"])
+    fx.assert_bitwise_equal(outs["auto (replay)"], outs["auto + persistent (replay)"])
+    fx.assert_bitwise_equal(outs["+ vectorize_maps (replay)"], outs["+ vectorize_maps + persistent"])
     rows = [f"graupel_run_dyn {ncells}x{nlev}: {100 * wet:.0f}% of the (cell, level) points hold precipitation; "
-            "blocked and blocked_kcached (exact) bitwise equal to the IEEE-strict build; auto (replay) = "
+            "blocked, blocked_kcached and blocked + persistent (exact) bitwise equal to the IEEE-strict build; "
+            "+ persistent: optimize(persistent_transients='sized'); auto (replay) = "
             "optimize(reproducibility='replay') picks blocked_simd"]
     ref = outs["gt4py IEEE-strict"]
-    for label in ("blocked_simd (replay)", "auto (replay)", "+ vectorize_maps (replay)"):
+    for label in ("blocked_simd (replay)", "auto (replay)", "+ vectorize_maps (replay)"):   # (+ persistent: bitwise)
         rows += _replay_error(label, ref, outs[label])
     times = {k: [] for k in variants}
     for _ in range(samples):   # interleaved: load changes on the shared machine hit every variant alike
@@ -205,7 +217,7 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int) -> list[str]:
             times[k] += samples_of(c, kw, 1, 1)
     base = min(times["gt4py default flags"])
     for k, t in times.items():
-        rows.append(f"  {k:22} min {min(t):.3e} s  med {np.median(t):.3e} s  speed-up vs default flags "
+        rows.append(f"  {k:30} min {min(t):.3e} s  med {np.median(t):.3e} s  speed-up vs default flags "
                     f"{base / min(t):5.2f}")
     return rows
 

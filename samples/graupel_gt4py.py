@@ -7,7 +7,8 @@
   ``sdfg_scan.select.pin_flags(sdfg, "exact")``): what ``exact`` must equal bit for bit;
 * ``icon4py_hooks``: plus icon4py's own graupel hooks (``remove_self_copy_inside_scan``,
   ``rename_intermediate_access_nodes``), as ``driver/run_graupel_only.py`` sets them;
-* ``sdfg_scan_exact`` / ``sdfg_scan_replay``: plus ``sdfg_scan.gt4py.optimization_hooks`` instead.
+* ``sdfg_scan_exact`` / ``sdfg_scan_replay``: plus ``sdfg_scan.gt4py.optimization_hooks`` instead;
+* ``sdfg_scan_replay_vmaps``: ``replay`` with ``vectorize_maps=True`` (gt4py's pointwise maps vectorised too).
 
 Same seeded inputs in physical ranges for all (dt=30, qnc=100, masking on, KOKKOS_MUPHYS, as the icon4py
 driver); outputs compared with ``stock`` and with ``stock_strict`` (max relative difference, or
@@ -30,7 +31,7 @@ NCELLS = int(os.environ.get("GRAUPEL_CELLS", 20480))
 NLEV = int(os.environ.get("GRAUPEL_LEVELS", 65))
 REPEAT = int(os.environ.get("GRAUPEL_REPEAT", 5))
 VARIANTS = tuple(os.environ.get("GRAUPEL_VARIANTS", "stock,stock_strict,icon4py_hooks,sdfg_scan_exact,"
-                                                     "sdfg_scan_replay").split(","))
+                                                     "sdfg_scan_replay,sdfg_scan_replay_vmaps").split(","))
 
 
 def _inputs(rng, n, nk):
@@ -63,7 +64,8 @@ def _program(variant: str, ncells: int, nlev: int):
             Hook.TopLevelDataFlowPost: lambda sdfg: pin_flags(sdfg, "exact")}
     elif variant.startswith("sdfg_scan"):
         descriptor["optimization_args"]["optimization_hooks"] = sg.optimization_hooks(
-            gpu=False, reproducibility=variant.removeprefix("sdfg_scan_"))
+            gpu=False, reproducibility=variant.removeprefix("sdfg_scan_").removesuffix("_vmaps"),
+            vectorize_maps=variant.endswith("_vmaps"))
     return model_options.setup_program(
         backend=descriptor, program=graupel.graupel_run,
         constant_args={"dt": 30.0, "qnc": 100.0, "enable_masking": True, "use_aes_graupel": False},

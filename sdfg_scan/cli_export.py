@@ -9,7 +9,8 @@ from collections.abc import Callable
 
 def _export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("programs", nargs="+", help="gt4py programs by import path, 'module:attr' (e.g. "
-                   "icon4py.model.common.diagnostic_calculations.stencils.diagnose_pressure:diagnose_pressure)")
+                   "icon4py.model.common.diagnostic_calculations.stencils.diagnose_pressure:diagnose_pressure); "
+                   "'module:attr=NAME' writes the files as NAME.*")
     p.add_argument("--out", default=None, help="output folder (default: the exporter cache, "
                    "$SDFG_SCAN_CACHE/fixtures/icon4py or ~/.cache/sdfg_scan/fixtures/icon4py)")
     p.add_argument("--hooks", default=None, help="'module:attr' of extra optimization hooks (a mapping or a "
@@ -22,9 +23,10 @@ def _export(args: argparse.Namespace) -> int:
     except ImportError as e:  # pragma: no cover
         print(f"sdfg-scan export: {e}")
         return 2
-    for ref in args.programs:
+    for spec in args.programs:
+        ref, _, name = spec.partition("=")
         try:
-            path = export(ref, args.out, hooks=args.hooks)
+            path = export(ref, args.out, name=name or None, hooks=args.hooks)
         except ImportError as e:
             print(f"sdfg-scan export: cannot import '{ref}' ({e}); gt4py programs need the gt4py venv "
                   "(`make fixtures`, Python >= 3.12, pip install -e '.[gt4py]')")

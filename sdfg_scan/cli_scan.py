@@ -118,6 +118,10 @@ def optimize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--inplace", default="", metavar="OUT=IN,...",
                    help="outputs the caller aliases with inputs (as icon4py's graupel driver does: "
                         "q_out_2=q_in_2,...,t_out=te); lets ScanOutputsInPlace write them in place")
+    p.add_argument("--persistent-transients", choices=("static", "sized"), default=None,
+                   help="allocate the top-level transients once, not on every call (static: constant shapes "
+                        "only; sized: also shapes of the program's symbols, for callers that always pass the "
+                        "same sizes)")
 
 
 def _pairs(text: str) -> dict[str, str]:
@@ -147,7 +151,8 @@ def optimize(args: argparse.Namespace) -> int:
         print(f"sdfg-scan optimize: '{args.file}' does not validate, nothing written: {type(e).__name__}: {e}",
               file=sys.stderr)
         return 2
-    report = run_pipeline(sdfg, target=args.target, reproducibility=args.reproducibility, inplace=inplace or None)
+    report = run_pipeline(sdfg, target=args.target, reproducibility=args.reproducibility, inplace=inplace or None,
+                          persistent_transients=args.persistent_transients or False)
     sdfg.save(str(dst))
     print(report.table())
     print()

@@ -36,8 +36,13 @@ def cache_root() -> Path:
     return Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "sdfg_scan")
 
 
+FIXTURES_ENV = "SDFG_SCAN_FIXTURES"
+
+
 def fixture_dir() -> Path:
-    return cache_root() / "fixtures" / "icon4py"
+    """``$SDFG_SCAN_FIXTURES``, else ``<cache_root()>/fixtures/icon4py``."""
+    env = os.environ.get(FIXTURES_ENV)
+    return Path(env) if env else cache_root() / "fixtures" / "icon4py"
 
 
 def resolve(ref: str) -> Any:

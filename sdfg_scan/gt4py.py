@@ -20,9 +20,16 @@ Where each stage runs (``gt_auto_optimize`` of gt4py 1.2.3, hooks ``GT4PyAutoOpt
   inner-map simplify, tasklet fusion inside the scan) no longer see inside a lifted scan: they only see
   the opaque node (what it costs: ``scan_loop_unrolling=True`` has no effect on a lifted scan; what it
   gains: gt4py's passes cannot undo the canonical form and the body is not re-simplified).
-* the last hook of the build, where the layout is final (``TopLevelDataFlowPost`` on CPU,
-  ``AfterToGPU`` on GPU, which gt4py only calls for GPU builds): every sdfg_scan node is re-selected
-  for the final layout and **expanded** to its chosen implementation. DaCe's
+* the last hook of the build (``TopLevelDataFlowPost`` on CPU, ``AfterToGPU`` on GPU, which gt4py only
+  calls for GPU builds): every sdfg_scan node is re-selected for the final layout and **expanded** to its
+  chosen implementation. ``AfterToGPU`` comes after gt4py has set the strides of its temporaries;
+  ``TopLevelDataFlowPost`` comes before (``_gt_auto_configure_maps_and_strides`` makes every
+  multi-dimensional temporary column-major when the horizontal dimension has unit stride, as in icon4py's
+  backends). There the hook applies gt4py's ``gt_change_strides`` itself first, and each lifted scan's
+  body takes the new strides (gt4py's stride propagation does not enter library nodes); gt4py's own
+  later call sets the same strides. Without this, a scan reading gt4py's ``[Cell, K]`` temporaries
+  (graupel's masks and temperatures) saw them K-contiguous and was given a per-column schedule.
+  The final choices replace the lifting stage's in ``reports``. DaCe's
   ``set_fast_implementations``, which ends ``gt_auto_optimize``, resets the ``implementation`` of every
   library node (on GPU it forces ``pure`` on sequential-scheduled nodes, an implementation our nodes
   do not have); an expanded node is a plain nested SDFG, so the choice survives.
@@ -79,7 +86,9 @@ def _hook_enum():
 
 
 def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
-                       existing: Mapping[Any, Callable[[dace.SDFG], None]] | None = None) -> OptimizationHooks:
+                       existing: Mapping[Any, Callable[[dace.SDFG], None]] | None = None,
+                       horizontal_unit_stride: bool | None = None,
+                       vectorize_maps: bool = False) -> OptimizationHooks:
     """The ``optimization_hooks`` mapping for gt4py's ``gt_auto_optimize`` with sdfg_scan installed.
 
     :param gpu: whether the backend builds for GPU (selects the final hook, ``AfterToGPU`` vs
@@ -87,6 +96,13 @@ def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
     :param reproducibility: weakest class an expansion may have (``exact``, ``replay``, ``approx``).
     :param existing: hooks already given (e.g. icon4py's graupel hooks); gt4py allows one callable per
         key, so ours run after theirs under the same key; none is dropped.
+    :param horizontal_unit_stride: whether the backend has ``unstructured_horizontal_has_unit_stride``
+        (icon4py's backends do); None reads it from each SDFG (gt4py then made the fields' horizontal
+        strides the number 1). On the CPU the last hook then gives gt4py's temporaries their final
+        (column-major) strides before choosing.
+    :param vectorize_maps: CPU, ``replay``/``approx``: the last hook also writes gt4py's top-level pointwise
+        maps as vectorised loop nests (``VectorizeCellMap``; opt-in, README: its residuals are outside the
+        pointwise replay contract).
     """
     if reproducibility not in REPRODUCIBILITY:
         raise ValueError(f"sdfg_scan.gt4py.optimization_hooks: reproducibility must be one of "
@@ -95,7 +111,8 @@ def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
     hooks = OptimizationHooks(dict(existing or {}))
     target = "gpu" if gpu else "cpu"
     stages: dict[Any, Callable[[dace.SDFG], None]] = {hook.TopLevelDataFlowPre: LiftStage(target, reproducibility, hooks.reports),
-              (hook.AfterToGPU if gpu else hook.TopLevelDataFlowPost): ExpandStage(target, reproducibility)}
+              (hook.AfterToGPU if gpu else hook.TopLevelDataFlowPost): ExpandStage(
+                  target, reproducibility, hooks.reports, horizontal_unit_stride, vectorize_maps)}
     for key, stage in stages.items():
         if key in hooks and not isinstance(hooks[key], (LiftStage, ExpandStage)):
             hooks[key] = chain_after(hooks[key], stage)
@@ -118,8 +135,9 @@ def make_backend(gpu: bool = False, reproducibility: str = "exact", **kwargs: An
     cfg_kw = {k: v for k, v in kwargs.items() if k in cfg_fields}
     tr_kw = {k: v for k, v in kwargs.items() if k not in cfg_fields}
     ao_args = dict(tr_kw.pop("auto_optimize_args", None) or {})
-    ao_args["optimization_hooks"] = optimization_hooks(gpu, reproducibility, ao_args.get("optimization_hooks"))
     cfg = gtx_factory.DaCeConfig(gpu=gpu, **cfg_kw)
+    ao_args["optimization_hooks"] = optimization_hooks(gpu, reproducibility, ao_args.get("optimization_hooks"),
+                                                       cfg.unstructured_horizontal_has_unit_stride)
     return gtx_backend.make_dace_toolchain(
         cfg, name_postfix=f"_sdfg_scan_{reproducibility}",
         translation=functools.partial(gtx_factory.make_dace_translator, auto_optimize_args=ao_args, **tr_kw))

@@ -13,7 +13,7 @@ from sdfg_scan import __version__
 EXACT_ENV = "sdfg_scan.expansions.environments.ExactArithmetic"
 """The environment whose compile flags make a program IEEE-strict (``reproducibility="exact"``)."""
 
-HOOKS_REVISION = f"{__version__}-2"
+HOOKS_REVISION = f"{__version__}-4"
 """sdfg_scan's version and a revision of what the hooks do. Every stage carries it as a field, so it is part
 of the fingerprint gt4py keys its (persistent) translation cache with: programs an older sdfg_scan
 translated are not served to a newer one. Bump it when lifting or selection changes."""
@@ -60,19 +60,67 @@ class LiftStage:
         self.reports.append(report)
 
 
+def horizontal_unit_stride(sdfg: dace.SDFG) -> bool:
+    """Whether gt4py translates ``sdfg`` with the horizontal dimension at unit stride
+    (``unstructured_horizontal_has_unit_stride``, as icon4py builds): gt4py then substitutes 1 for the
+    horizontal stride symbol of every field argument before the hooks run, so some argument of two or more
+    dimensions has the number 1 as its first stride (gt4py orders the horizontal dimension first)."""
+    return any(not d.transient and isinstance(d, dace.data.Array) and len(d.shape) >= 2
+               and str(d.strides[0]) == "1" for d in sdfg.arrays.values())
+
+
+def final_strides(sdfg: dace.SDFG) -> int:
+    """gt4py's ``gt_set_iteration_order`` and ``gt_change_strides(sdfg, HORIZONTAL)`` (maps with the cell
+    parameter innermost, temporaries column-major) now rather than after the last CPU hook, then every
+    ``Scan`` body's strides taken from outside (gt4py's propagation does not enter library nodes).
+    gt4py runs them again later: they set the same order and strides.
+    Returns the number of scans whose body strides changed."""
+    from gt4py.next import common as gtx_common
+    from gt4py.next.program_processors.runners.dace.transformations import map_orderer as gtx_order
+    from gt4py.next.program_processors.runners.dace.transformations import strides as gtx_strides
+
+    from sdfg_scan.nodes.scan import Scan
+    from sdfg_scan.scan_strides import sync_body_strides
+
+    # the two steps of gt4py's _gt_auto_configure_maps_and_strides, in its order
+    gtx_order.gt_set_iteration_order(sdfg, unit_strides_kind=gtx_common.DimensionKind.HORIZONTAL, validate=False)
+    gtx_strides.gt_change_strides(sdfg, prefered_direction_kind=gtx_common.DimensionKind.HORIZONTAL)
+    return sum(bool(sync_body_strides(n, st)) for n, st in sdfg.all_nodes_recursive() if isinstance(n, Scan))
+
+
 @dataclass
 class ExpandStage:
     """The last hook (``TopLevelDataFlowPost`` on CPU, ``AfterToGPU`` on GPU): select for the final
-    layout, then expand every sdfg_scan node so that ``set_fast_implementations`` cannot reset it."""
+    layout, then expand every sdfg_scan node so that ``set_fast_implementations`` cannot reset it.
+
+    On the CPU gt4py sets the strides of its transients only after ``TopLevelDataFlowPost`` (in
+    ``_gt_auto_configure_maps_and_strides``: column-major when the horizontal dimension has unit stride).
+    Chosen before that, a scan reading gt4py's ``[Cell, K]`` temporaries saw them K-contiguous and got a
+    per-column schedule. So where gt4py will make that change (``horizontal_unit_stride``: True, False, or
+    None to read it from the SDFG, :func:`horizontal_unit_stride`) this stage makes it first
+    (:func:`final_strides`), then selects and expands. ``AfterToGPU`` runs after it already.
+    ``vectorize_maps`` (CPU, not ``exact``): ``VectorizeCellMap`` on the top-level pointwise maps first, as
+    ``optimize(..., vectorize_maps=True)`` does."""
 
     target: str
     reproducibility: str
+    reports: list = field(default_factory=list)
+    horizontal_unit_stride: bool | None = None
+    vectorize_maps: bool = False
     revision: str = HOOKS_REVISION
 
     def __call__(self, sdfg: dace.SDFG) -> None:
         from sdfg_scan.select import pin_flags, select_expansions
 
-        select_expansions(sdfg, target=self.target, reproducibility=self.reproducibility)
+        unit = self.horizontal_unit_stride
+        if self.target == "cpu" and (unit if unit is not None else horizontal_unit_stride(sdfg)):
+            final_strides(sdfg)
+        if self.vectorize_maps and self.target == "cpu" and self.reproducibility != "exact":
+            from sdfg_scan.transformations.vectorize_cell_map import vectorize_cell_maps
+
+            vectorize_cell_maps(sdfg)   # where the strides are final (the kernels index through them)
+        choices = select_expansions(sdfg, target=self.target, reproducibility=self.reproducibility)
+        _record(self.reports, sdfg.name, choices)
         for _ in range(8):  # an expansion may hold further sdfg_scan nodes
             found = _library_nodes(sdfg)
             if not found:
@@ -81,3 +129,18 @@ class ExpandStage:
                 node.expand(state)
         if self.reproducibility == "exact":
             pin_flags(sdfg, "exact")   # the whole program compiles IEEE-strict
+
+
+def _record(reports: list, name: str, choices: list) -> None:
+    """The final choices into the ``OptimizeReport`` that ``LiftStage`` made for the same program (its rows
+    then say what was expanded, not what was chosen where the layout was not yet final)."""
+    for report in reversed(reports):
+        if getattr(report, "sdfg_name", None) != name:
+            continue
+        report.nodes = list(choices)
+        by_node = {c.node: c for c in choices}
+        for row in report.scans:
+            c = by_node.get(row.label)
+            if c is not None:
+                row.implementation, row.reproducibility, row.reason = c.implementation, c.reproducibility, c.reason
+        return

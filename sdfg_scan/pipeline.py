@@ -96,6 +96,7 @@ class OptimizeReport:
     scans_specialised: int = 0
     scans_with_cells: int = 0
     maps_vectorized: int = 0
+    transients_persistent: int = 0
     flags: list[str] = field(default_factory=list)
     nodes: list = field(default_factory=list)   # every sdfg_scan node's Choice (sdfg_scan.choice.Choice)
 
@@ -106,7 +107,8 @@ class OptimizeReport:
                 f"{self.carries_removed} / demoted {self.carries_demoted}, branches peeled {self.branches_peeled}, "
                 f"scans fused {self.scans_fused} / split {self.scans_split}, outputs in place {self.outputs_in_place}, "
                 f"specialised {self.scans_specialised}, own their cell map {self.scans_with_cells}, "
-                f"pointwise maps vectorised {self.maps_vectorized}",
+                f"pointwise maps vectorised {self.maps_vectorized}, transients made persistent "
+                f"{self.transients_persistent}",
                 "compiler flags: " + (" ".join(self.flags) if self.flags else "the program's own (none added)")]
         head = ("scan", "kind", "dir", "levels", "lifted", "copies-", "carries", "peeled", "impl (class)")
         body = [(s.label, s.kind, s.direction, s.levels, str(s.lifted), str(s.copies_removed),
@@ -175,7 +177,7 @@ def _canonicalise_body(node, report: OptimizeReport) -> tuple[int, int, int, int
 
 def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact",
              inplace: dict[str, str] | None = None, vectorize_maps: bool = False,
-             gpu_transform: bool = True) -> OptimizeReport:
+             gpu_transform: bool = True, persistent_transients: str | bool = False) -> OptimizeReport:
     """Optimise every column scan of ``sdfg`` in place and return what was done.
 
     :param target: ``"cpu"`` or ``"gpu"`` (applies DaCe's GPU transformation before selection).
@@ -188,6 +190,11 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         (gt4py's hooks: gt4py applies its own later). Then each node is chosen for where its data are
         now (host memory: a CPU expansion), and the caller selects again after its GPU transformation
         (``sdfg_scan.gt4py``'s last hook does).
+    :param persistent_transients: ``"static"`` or ``"sized"``: the top-level transients the program
+        allocates on every call are allocated once (:mod:`sdfg_scan.persistent`: ``"static"`` only those
+        of constant shape, always legal; ``"sized"`` also those sized by the program's symbols, legal only
+        when the caller always calls with the same sizes). Results do not change; off by default (the
+        arrays then stay allocated between calls).
     :param vectorize_maps: under ``replay``/``approx`` on the CPU, apply ``VectorizeCellMap`` to the
         top-level pointwise maps (experimental: GCC vectorises all three of graupel's, but the
         if-converted precipitation map computes every branch's ``pow`` and gains nothing; README).
@@ -198,8 +205,12 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         raise ValueError(f"sdfg_scan.optimize: reproducibility must be one of {REPRODUCIBILITY}, "
                          f"got '{reproducibility}'")
     from sdfg_scan.nodes.scan import Scan
+    from sdfg_scan.persistent import MODES as PERSISTENT_MODES
     from sdfg_scan.select import pin_flags, select_expansions
 
+    if persistent_transients not in (False, None, *PERSISTENT_MODES):
+        raise ValueError(f"sdfg_scan.optimize: persistent_transients must be one of {PERSISTENT_MODES} or "
+                         f"False, got {persistent_transients!r}")
     report = OptimizeReport(target, reproducibility)
     report.scans_before = len(find_scans(sdfg))
     # 0. declared in-place outputs (before lifting: the rewrite spans the scan and the maps around it)
@@ -247,6 +258,11 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
 
         report.maps_vectorized = vectorize_cell_maps(sdfg)
         report.applied["VectorizeCellMap"] = report.maps_vectorized
+    # 4c. transients allocated once, not on every call
+    if persistent_transients:
+        from sdfg_scan.persistent import make_transients_persistent
+
+        report.transients_persistent = len(make_transients_persistent(sdfg, str(persistent_transients)))
     # 5. select (nothing is expanded)
     if target == "gpu" and gpu_transform:
         sdfg.apply_gpu_transformations()

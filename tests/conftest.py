@@ -27,6 +27,11 @@ dace.Config.set("default_build_folder", value=_BUILD)
 # one build folder for the icon4py fixtures per test run, shared by the xdist workers (icon4py_fixtures.py)
 os.environ.setdefault("SDFG_SCAN_FIXTURE_BUILDS", tempfile.mkdtemp(prefix="sdfg_scan_fixtures_"))
 dace.Config.set("optimizer", "match_exception", value=True)
+# the exporter's fixtures (`make fixtures`) stay where the user's cache is: keep their folder before the
+# cache moves (icon4py_fixtures.py and shared_dir read it)
+from sdfg_scan.export import FIXTURES_ENV, fixture_dir  # noqa: E402
+
+os.environ.setdefault(FIXTURES_ENV, str(fixture_dir()))
 # selection must not read a user's autotune cache (tests that fill one set their own directory)
 os.environ["SDFG_SCAN_CACHE"] = tempfile.mkdtemp(prefix="sdfg_scan_cache_")
 dace.Config.set("compiler", "allow_view_arguments", value=True)
@@ -36,13 +41,12 @@ dace.Config.set("compiler", "allow_view_arguments", value=True)
 def shared_dir() -> Path:
     """``../shared`` when present, else the exporter's cache (``sdfg-scan export`` / ``make fixtures`` write
     ``<cache>/fixtures/icon4py``), else a skip naming the command that produces the fixtures."""
-    from sdfg_scan.export import cache_root
-
-    for root in (SHARED, cache_root()):
-        if (root / "fixtures" / "icon4py").is_dir():
-            return root
+    if (SHARED / "fixtures" / "icon4py").is_dir():
+        return SHARED
+    if fixture_dir().is_dir():
+        return fixture_dir().parents[1]
     pytest.skip(f"the fixtures are absent: neither {SHARED / 'fixtures' / 'icon4py'} (shipped beside the "
-                f"repository as ../shared) nor the exporter cache {cache_root() / 'fixtures' / 'icon4py'}; "
+                f"repository as ../shared) nor the exporter cache {fixture_dir()}; "
                 "produce them with `make fixtures` (sdfg-scan export MODULE:PROGRAM in the gt4py venv)")
 
 

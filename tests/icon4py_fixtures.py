@@ -1,9 +1,10 @@
 """Test helper for the real gt4py/icon4py SDFGs in ``../shared/fixtures/icon4py``.
 
-Loads a fixture, builds seeded inputs in physical ranges (the logic of
-``../shared/tools/run_sdfg_fixture.py``, imported from there), compiles an SDFG once per session
-(module-level cache keyed by a caller-given key), runs it and compares outputs bitwise (NaNs by
-position). Tests that use it skip with a clear reason when the shared folder is absent.
+Loads a fixture (``../shared/fixtures/icon4py``, else the exporter's cache that ``make fixtures``
+fills), builds seeded inputs in physical ranges in gt4py's calling convention
+(:func:`sdfg_scan.gt4py_args.gt4py_arguments`, with the per-program settings below), compiles an SDFG
+once per session (module-level cache keyed by a caller-given key), runs it and compares outputs bitwise
+(NaNs by position). A test whose fixture is absent skips naming the command that produces it.
 
 Both the original and the transformed SDFG are compiled with the same host flags: DaCe's defaults
 plus :class:`sdfg_scan.expansions.environments.ExactArithmetic`'s flags (no FP contraction, no
@@ -15,7 +16,6 @@ from __future__ import annotations
 import copy
 import fcntl
 import hashlib
-import importlib.util
 import json
 import os
 import sys
@@ -31,13 +31,42 @@ from sdfg_scan.harness import copy_arguments
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 FIXTURES = SHARED / "fixtures" / "icon4py"
-TOOL = SHARED / "tools" / "run_sdfg_fixture.py"
 if not FIXTURES.is_dir():  # fall back to the exporter's cache (`make fixtures`, sdfg_scan.export)
     from sdfg_scan.export import fixture_dir as _cache
 
     FIXTURES = _cache()
-SKIP_REASON = (f"the icon4py SDFG fixtures are absent (expected {FIXTURES} and {TOOL}); produce them with "
+SKIP_REASON = (f"the icon4py SDFG fixtures are absent (expected {FIXTURES}); produce them with "
                "`make fixtures` (sdfg-scan export MODULE:PROGRAM, gt4py venv)")
+
+
+def _graupel_values(rng, name: str, shape: tuple) -> np.ndarray:
+    """graupel's fields in physical ranges; most points hold some hydrometeor (the branches run)."""
+    ranges = {"te": (230.0, 300.0), "t_out": (230.0, 300.0), "p": (2.0e4, 1.0e5), "rho": (0.3, 1.2),
+              "dz": (50.0, 500.0), "q_in_0": (1.0e-4, 1.5e-2), "q_out_0": (1.0e-4, 1.5e-2)}
+    if name in ranges:
+        return rng.uniform(*ranges[name], shape)
+    if name.startswith(("q_in_", "q_out_")):
+        return np.where(rng.random(shape) < 0.3, 0.0, rng.uniform(0.0, 2.0e-3, shape))
+    return np.zeros(shape)
+
+
+def _pressure_values(rng, name: str, shape: tuple) -> np.ndarray:
+    ranges = {"virtual_temperature": (250.0, 300.0), "surface_pressure": (9.0e4, 1.0e5),
+              "ddqz_z_full": (50.0, 400.0)}
+    return rng.uniform(*ranges[name], shape) if name in ranges else np.zeros(shape)
+
+
+_GRAUPEL = dict(values=_graupel_values, scalars={"dt": 30.0, "qnc": 100.0, "enable_masking": True,
+                                                 "use_aes_graupel": False},
+                aliases={**{f"q_out_{i}": f"q_in_{i}" for i in range(6)}, "t_out": "te"})
+# program -> gt4py_arguments settings (values, aliases as icon4py's drivers set them, half-level fields)
+PROGRAMS: dict[str, dict] = {
+    "graupel_run": _GRAUPEL, "graupel_run_dyn": _GRAUPEL,
+    "diagnose_pressure": dict(values=_pressure_values),
+    "solve_tridiagonal_matrix_for_w_forward_sweep": dict(vertical_start=1, scalars={"dtime": 8.0, "cpd": 7.0},
+                                                         extra_levels={"z_alpha": 1, "z_w_expl": 1}),
+    "solve_tridiagonal_matrix_for_w_back_substitution": dict(vertical_start=1),
+}
 
 NCELLS, NLEV, SEED = 23, 65, 42
 
@@ -61,35 +90,37 @@ _BY_DIGEST: dict[str, object] = {}
 _BUILD = Path(os.environ.get("SDFG_SCAN_FIXTURE_BUILDS") or tempfile.mkdtemp(prefix="sdfg_scan_fixtures_"))
 
 
-def available() -> bool:
-    return FIXTURES.is_dir() and TOOL.is_file()
+def available(form: str | None = None) -> bool:
+    """Whether the fixtures (or the one of ``form``) are there."""
+    return FIXTURES.is_dir() and (form is None or _find(form) is not None)
 
 
-def require() -> None:
-    if not available():
+def require(form: str | None = None) -> None:
+    if not available(form):
+        if form is not None and FIXTURES.is_dir():
+            pytest.skip(f"the fixture '{form}' is absent from {FIXTURES}; produce it with `make fixtures` "
+                        "(sdfg-scan export MODULE:PROGRAM, gt4py venv)")
         pytest.skip(SKIP_REASON)
 
 
-def _tool():
-    if "run_sdfg_fixture" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("run_sdfg_fixture", TOOL)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["run_sdfg_fixture"] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules["run_sdfg_fixture"]
-
-
-def path_of(form: str) -> Path:
+def _find(form: str) -> Path | None:
     for ext in (".sdfg", ".sdfgz"):
         p = FIXTURES / (form + ext)
         if p.is_file():
             return p
-    raise FileNotFoundError(f"no fixture file for '{form}' in {FIXTURES}")
+    return None
+
+
+def path_of(form: str) -> Path:
+    p = _find(form)
+    if p is None:
+        raise FileNotFoundError(f"no fixture file for '{form}' in {FIXTURES}")
+    return p
 
 
 def load(form: str) -> dace.SDFG:
     """A fresh deep copy of the fixture SDFG (the file is parsed once per session)."""
-    require()
+    require(form)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
     if form not in _LOADED:
         _LOADED[form] = dace.SDFG.from_file(str(path_of(form)))
@@ -98,12 +129,12 @@ def load(form: str) -> dace.SDFG:
 
 def inputs(form: str, sdfg: dace.SDFG | None = None, ncells: int = NCELLS, nlev: int = NLEV, seed: int = SEED):
     """Seeded keyword arguments for ``form`` (aliased in/out buffers as the icon4py driver sets them)."""
-    tool = _tool()
+    from sdfg_scan.gt4py_args import gt4py_arguments
+
     sdfg = sdfg or load(form)
-    cfg = tool.PROGRAMS.get(form.split(".")[0], {})
+    cfg = PROGRAMS.get(form.split(".")[0], {})
     static = form.startswith(("diagnose_pressure", "graupel_run."))
-    kw, _ = tool.build_args(sdfg, cfg, 100 if static else ncells, 65 if static else nlev, seed)
-    return kw
+    return gt4py_arguments(sdfg, 100 if static else ncells, 65 if static else nlev, seed, **cfg)
 
 
 def fresh(kw: dict) -> dict:

@@ -26,7 +26,7 @@ gtx = pytest.importorskip("gt4py.next", reason="gt4py is not installed here: the
 from gt4py.next.program_processors.runners.dace.transformations import GT4PyAutoOptHook as Hook  # noqa: E402
 from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_backend  # noqa: E402
 from gt4py.next.program_processors.runners.dace.workflow import factory as gtx_factory  # noqa: E402
-from gt4py_programs.programs import PROGRAMS, Cell, K  # noqa: E402
+from gt4py_programs.programs import PRECIP_SCALED, PROGRAMS, Cell, K  # noqa: E402
 
 import sdfg_scan.gt4py as sg  # noqa: E402
 from sdfg_scan.expansions.environments import ExactArithmetic  # noqa: E402
@@ -196,3 +196,25 @@ def test_deprecated_make_dace_backend_path():
     out = gtx.as_field([Cell, K], np.zeros_like(x), allocator=np)
     case.program.with_backend(be)(gtx.as_field([Cell, K], x, allocator=np), out, offset_provider={})
     assert _bitwise(out.asnumpy(), case.reference(x)[0])
+
+
+def test_unit_stride_backend_chooses_for_the_final_strides_and_is_bitwise():
+    """icon4py's backends (``unstructured_horizontal_has_unit_stride=True``): gt4py makes its ``[Cell, K]``
+    temporaries column-major only after ``TopLevelDataFlowPost``. The last CPU hook applies that first, so
+    a scan reading a temporary (``qr * 2``) gets a schedule with the cells inside the level loop (it got a
+    per-column one when the temporary still looked K-contiguous), its body follows the new strides, and
+    ``reports`` shows the final choice; the program stays bitwise the reference."""
+    hooks = sg.optimization_hooks(gpu=False, reproducibility="exact")
+    translator = gtx_factory.make_dace_translator(gtx_factory.DaCeConfig(unstructured_horizontal_has_unit_stride=True),
+                                                  auto_optimize_args={"optimization_hooks": hooks})
+    sdfg = translator.generate_sdfg(PRECIP_SCALED.program.gtir, {}, K)
+    assert [d for d in sdfg.arrays.values() if d.transient and len(d.shape) == 2], "expected a [Cell, K] temporary"
+    (row,) = hooks.reports[0].scans
+    assert row.implementation in {"levels_outside", "blocked"}, row.reason
+    be = sg.make_backend(gpu=False, reproducibility="exact", unstructured_horizontal_has_unit_stride=True)
+    ins = {k: np.asfortranarray(v) for k, v in PRECIP_SCALED.make_inputs(np.random.default_rng(11), 6, 9).items()}
+    outs = {k: gtx.as_field([Cell, K], np.full((6, 9), np.nan, order="F"), allocator=np) for k in PRECIP_SCALED.outputs}
+    PRECIP_SCALED.program.with_backend(be)(**{k: gtx.as_field([Cell, K], v, allocator=np) for k, v in ins.items()},
+                                           **outs, offset_provider={})
+    for name, want in zip(PRECIP_SCALED.outputs, PRECIP_SCALED.reference(*ins.values()), strict=True):
+        assert _bitwise(outs[name].asnumpy(), want), name

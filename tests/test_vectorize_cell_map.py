@@ -90,3 +90,71 @@ def test_quiet_comparisons_give_numpys_values_with_nan():
     sdfg(a=a, b=b, i=i, o=o, K=k, N=n)
     want = (1 * (a > b) + 2 * (a >= b) + 4 * (a < b) + 8 * (a <= b) + 16 * (i > 3) + 32 * (i <= a))
     assert np.array_equal(o, want)
+
+
+@dace.program
+def _powers(a: dace.float64[K, N], e: dace.float64[K, N], o0: dace.float64[K, N], o1: dace.float64[K, N],
+            o2: dace.float64[K, N], o3: dace.float64[K, N], o4: dace.float64[K, N], o5: dace.float64[K, N]):
+    for k, i in dace.map[0:K, 0:N]:
+        o0[k, i] = a[k, i] ** 1.5
+        o1[k, i] = a[k, i] ** 0.37
+        o2[k, i] = a[k, i] ** -0.7
+        o3[k, i] = a[k, i] ** 2.0
+        o4[k, i] = a[k, i] ** 3.0
+        o5[k, i] = a[k, i] ** e[k, i]
+
+
+def test_constant_powers_give_numpys_values_within_rounding():
+    """Replay math writes ``pow(x, c)`` with a constant non-integer ``c`` as ``exp(c * log(x))`` (two fast
+    vector calls; ``scan_blocked.VECTOR_MATH``): NumPy's values within 1e-13 relative, the same NaN/Inf and
+    zeros for the special bases (0, -0, negative, inf, NaN, tiny, huge); integer and runtime exponents keep
+    ``pow`` (a negative base to an integer power stays finite). Built with the IEEE-strict flags (DaCe's
+    default ``-ffast-math`` gives up signed zeros and infinities)."""
+    from sdfg_scan.expansions.environments import ExactArithmetic
+
+    sdfg = _powers.to_sdfg(simplify=True)
+    assert vectorize_cell_maps(sdfg) == 1
+    flags = dace.Config.get("compiler", "cpu", "args") + " " + " ".join(ExactArithmetic.cmake_compile_flags)
+    with dace.config.set_temporary("compiler", "cpu", "args", value=flags):   # IEEE semantics (no fast-math)
+        sdfg = sdfg.compile()
+    special = [0.0, -0.0, -2.0, 1.0, np.inf, -np.inf, np.nan, 1e-300, 1e300, 3.7e-3, 0.5, 42.0]
+    rng = np.random.default_rng(5)
+    k, n = 2, 257
+    a = rng.choice(special, (k, n))
+    a[:, :12] = special
+    e = rng.choice([0.5, 2.0, -1.0, 1.3], (k, n))
+    outs = {f"o{j}": np.zeros((k, n)) for j in range(6)}
+    sdfg(a=a, e=e, **outs, K=k, N=n)
+    o = np.stack([outs[f"o{j}"] for j in range(6)], axis=-1)
+    with np.errstate(all="ignore"):
+        want = np.stack([a ** 1.5, a ** 0.37, a ** -0.7, a ** 2.0, a ** 3.0, a ** e], axis=-1)
+    assert np.array_equal(np.isnan(o), np.isnan(want))
+    assert np.array_equal(np.isinf(o), np.isinf(want)) and np.array_equal(np.sign(o), np.sign(want), equal_nan=True)
+    fin = np.isfinite(want) & (want != 0)
+    np.testing.assert_allclose(o[fin], want[fin], rtol=1e-13)
+    assert np.array_equal(o[want == 0], want[want == 0])
+
+
+def test_symbolic_cell_stride_beside_a_unit_one():
+    """gt4py leaves the cell stride of icon4py's tracer tuples symbolic beside unit-stride fields: such a map
+    is vectorised (the kernel indexes through the real strides, whatever they are at run time); one whose
+    written arrays are all of unknown stride is refused."""
+    sdfg = _pointwise.to_sdfg(simplify=True)
+    sdfg.add_symbol("SK", dace.int64)
+    sdfg.add_symbol("SC", dace.int64)
+    sdfg.arrays["flag"].strides = (dace.symbol("SK"), dace.symbol("SC"))
+    unknown = copy.deepcopy(sdfg)
+    unknown.arrays["b"].strides = (dace.symbol("SK"), dace.symbol("SC"))
+    assert vectorize_cell_maps(unknown) == 0
+    assert vectorize_cell_maps(sdfg) == 1
+    code = "\n".join(o.clean_code for o in copy.deepcopy(sdfg).generate_code())
+    assert "if ((SC == 1)) {" in code   # a copy of the loop nest for a unit stride at run time
+    k, n = 3, 301
+    a = np.random.default_rng(2).uniform(0.0, 1.0, (k, n))
+    b, flag = np.zeros((k, n)), np.zeros((n, k), dtype=np.bool_).T   # flag: cell stride k, level stride 1
+    sdfg(a=a, b=b, flag=flag, K=k, N=n, SK=1, SC=k)
+    assert np.array_equal(flag, a > 0.5)
+    np.testing.assert_allclose(b, np.where(a > 0.5, a ** 1.5 + np.exp(a), 2.0 * a), rtol=1e-13)
+    flag = np.zeros((k, n), dtype=np.bool_)   # the unit-stride copy of the loop nest
+    sdfg(a=a, b=b, flag=flag, K=k, N=n, SK=n, SC=1)
+    assert np.array_equal(flag, a > 0.5)

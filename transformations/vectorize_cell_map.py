@@ -20,7 +20,8 @@ CPU (opt-in), never under ``exact``.
 
 Legality (``can_be_applied`` runs the translator; a refusal changes nothing): a top-level map (not
 inside another scope) with a default or CPU schedule, unit steps, whose innermost parameter indexes
-the unit-stride dimension of every array it writes; data in and out only through the map's own
+the unit-stride dimension of every array it writes (or, beside at least one known unit-stride array, a
+dimension whose stride is a symbol of its own: gt4py's tracer tuples); data in and out only through the map's own
 entry and exit (no dynamic map inputs, no write-conflict resolution); a body the translator writes
 (tasklets in Python, nested SDFGs whose control flow is a chain of states and conditionals, scalar
 transients). Anything else raises :class:`~sdfg_scan.expansions.scan_blocked_codegen.Unsupported`.
@@ -38,6 +39,7 @@ from dace.sdfg import nodes
 from dace.sdfg.utils import dfs_topological_sort
 from dace.transformation import transformation as xf
 
+from sdfg_scan.expansions import scan_blocked_codegen as codegen
 from sdfg_scan.expansions.scan_blocked import BLOCK, VECTOR_MATH
 from sdfg_scan.expansions.scan_blocked_codegen import LANE, BodyWriter, Ref, Scope, Unsupported, Writer
 
@@ -85,16 +87,21 @@ def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
         if isinstance(desc, dt.Scalar):
             raise Unsupported(f"map '{m.label}' writes scalar '{name}'")
     exit_ = state.exit_node(entry)
+    known = False
     for e in state.in_edges(exit_):
         if e.data.data is None:
             continue
         desc = sdfg.arrays[e.data.data]
         sub = e.data.subset
-        unit = [d for d, s in enumerate(desc.strides) if str(s) == "1"]
-        if len(unit) != 1 or cell not in {str(f) for f in dace.symbolic.pystr_to_symbolic(
-                str(sub[unit[0]][0])).free_symbols}:
-            idx = [str(r[0]) for r in sub]
+        idx = [str(r[0]) for r in sub]
+        dims = [d for d, r in enumerate(sub)
+                if cell in {str(f) for f in dace.symbolic.pystr_to_symbolic(str(r[0])).free_symbols}]
+        kind = _cell_stride(desc, dims)
+        if kind == "no":
             raise Unsupported(f"map '{m.label}': '{e.data.data}{idx}' is not unit-stride in '{cell}'")
+        known |= kind == "yes"
+    if not known:
+        raise Unsupported(f"map '{m.label}': no array it writes is known to be unit-stride in '{cell}'")
 
     syms = {str(s): str(s) for s in sdfg.symbols}
     syms.update({p: f"_m_{p}" for p in m.params})
@@ -144,6 +151,14 @@ def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
         else:
             bw.compute(state, n, scope)
 
+    # stride symbols along the cells known only at run time (beside the unit-stride writes): versioned
+    unit: list[str] = []
+    for e in list(state.out_edges(entry)) + list(state.in_edges(exit_)):
+        if e.data.data is None or isinstance(sdfg.arrays[e.data.data], dt.Scalar):
+            continue
+        along = [d for d, r in enumerate(e.data.subset)
+                 if cell in {str(f) for f in dace.symbolic.pystr_to_symbolic(str(r[0])).free_symbols}]
+        unit += codegen.unknown_cell_strides(sdfg.arrays[e.data.data], along)
     rng = m.range.ndrange()
     code = []
     for p, (b, e, _) in zip(m.params, rng, strict=True):
@@ -151,17 +166,19 @@ def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
     code.append(f"const long long _nblk = (_e_{cell} - _b_{cell} + {block - 1}) / {block};")
     outer = list(m.params[:-1])
     sizes = " * ".join([f"(_e_{p} - _b_{p} > 0 ? _e_{p} - _b_{p} : 0)" for p in outer] + ["_nblk"])
-    code += [f"const long long _ntask = {sizes};", "#pragma omp parallel for schedule(static)",
+    code.append(f"const long long _ntask = {sizes};")
+    tasks = ["#pragma omp parallel for schedule(static)",
              "for (long long _task = 0; _task < _ntask; ++_task) {", "    long long _r = _task;",
              "    const long long _blk = _r % _nblk; _r /= _nblk;"]
     for p in reversed(outer):
-        code.append(f"    const long long _m_{p} = _b_{p} + _r % (_e_{p} - _b_{p}); _r /= (_e_{p} - _b_{p});")
-    code += [f"    const long long _c0 = _b_{cell} + _blk * {block};",
-             f"    const long long _n = (_e_{cell} - _c0) < {block} ? (_e_{cell} - _c0) : {block};",
-             "    #pragma omp simd",
-             f"    for (long long {LANE} = 0; {LANE} < _n; ++{LANE}) {{",
-             f"        const long long _m_{cell} = _c0 + {LANE};"]
-    code += w.lines + ["    }", "}"]
+        tasks.append(f"    const long long _m_{p} = _b_{p} + _r % (_e_{p} - _b_{p}); _r /= (_e_{p} - _b_{p});")
+    tasks += [f"    const long long _c0 = _b_{cell} + _blk * {block};",
+              f"    const long long _n = (_e_{cell} - _c0) < {block} ? (_e_{cell} - _c0) : {block};",
+              "    #pragma omp simd",
+              f"    for (long long {LANE} = 0; {LANE} < _n; ++{LANE}) {{",
+              f"        const long long _m_{cell} = _c0 + {LANE};"]
+    tasks += w.lines + ["    }", "}"]
+    code += codegen.versioned(tasks, unit)
     return "\n".join(code), ins, outs
 
 
@@ -233,6 +250,20 @@ class VectorizeCellMap(xf.SingleStateTransformation):
             graph.add_nedge(d, t, dace.Memlet())
         for a in after:
             graph.add_nedge(t, a, dace.Memlet())
+
+
+def _cell_stride(desc, dims: list[int]) -> str:
+    """``"yes"`` (the one dimension the cell parameter indexes has stride 1), ``"unknown"`` (a stride symbol of
+    its own, as gt4py leaves for icon4py's tuples of tracers beside unit-stride fields: the kernel indexes
+    through the real strides, so only speed depends on it) or ``"no"``."""
+    if len(dims) != 1:
+        return "no"
+    stride = dace.symbolic.pystr_to_symbolic(str(desc.strides[dims[0]]))
+    if str(stride) == "1":
+        return "yes"
+    shape_syms = set().union(*(dace.symbolic.pystr_to_symbolic(str(n)).free_symbols for n in desc.shape))
+    free = stride.free_symbols
+    return "unknown" if free and not free <= shape_syms else "no"
 
 
 def vectorize_cell_maps(sdfg: dace.SDFG) -> int:

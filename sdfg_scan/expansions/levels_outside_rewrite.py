@@ -112,18 +112,55 @@ def _part_sdfg(col: SDFG, s: ScanStructure, part: str, hoisted: list[str], conns
 
 
 def _exposed_reads(blocks) -> set[str]:
-    """Containers some block reads before a top-level state of ``blocks`` (in order) surely wrote them
-    (writes inside conditional blocks do not count: a branch may not run)."""
-    written: set[str] = set()
+    """Containers some block reads before it surely wrote them, ``blocks`` in order. Inside a branch of a
+    conditional block the branch's own earlier states count as writing (a peeled level computes its
+    temporaries before it reads them); after the conditional block nothing it wrote counts (a branch may
+    not run). Loops and other regions count no write of their own."""
     exposed: set[str] = set()
+    written: set[str] = set()
     for b in blocks:
-        for st in _blocks_states([b]):
-            for n in st.data_nodes():
-                if st.out_degree(n) > 0 and st.in_degree(n) == 0 and n.data not in written:
-                    exposed.add(n.data)
-        if isinstance(b, SDFGState):
-            written |= {n.data for n in b.data_nodes() if b.in_degree(n) > 0}
+        written = _exposed_in(b, written, exposed)
     return exposed
+
+
+def _exposed_in(block, written: set[str], exposed: set[str]) -> set[str]:
+    """Add to ``exposed`` what ``block`` reads before a write (``written``: surely written before it);
+    return what is surely written after it."""
+    from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, LoopRegion
+
+    if isinstance(block, SDFGState):
+        for n in block.data_nodes():
+            if block.out_degree(n) > 0 and block.in_degree(n) == 0 and n.data not in written:
+                exposed.add(n.data)
+        return written | {n.data for n in block.data_nodes() if block.in_degree(n) > 0}
+    if isinstance(block, ConditionalBlock):
+        for _, branch in block.branches:
+            _exposed_in(branch, written, exposed)
+        return written
+    chain = _chain(block) if isinstance(block, ControlFlowRegion) and not isinstance(block, LoopRegion) else None
+    if chain is None:
+        for st in _blocks_states([block]):
+            _exposed_in(st, written, exposed)
+        return written
+    inner = written
+    for b in chain:
+        inner = _exposed_in(b, inner, exposed)
+    return inner
+
+
+def _chain(region) -> list | None:
+    """The blocks of ``region`` when they form one chain from its start block (no branching edges)."""
+    blocks = [region.start_block]
+    while True:
+        out = region.out_edges(blocks[-1])
+        if not out:
+            break
+        if len(out) != 1 or out[0].data.condition.as_string not in ("1", "True", "(1)"):
+            return None
+        blocks.append(out[0].dst)
+        if len(blocks) > region.number_of_nodes():
+            return None
+    return blocks if len(blocks) == region.number_of_nodes() else None
 
 
 def _find_block(new: SDFG, block, col: SDFG):

@@ -43,6 +43,7 @@ from dace.transformation.transformation import ExpandTransformation
 
 from sdfg_scan.cost import CELL_OUTER_SECONDS, efficiency_of, stream_seconds
 from sdfg_scan.expansions import declare
+from sdfg_scan.expansions import scan_blocked_codegen as codegen
 from sdfg_scan.expansions.environments import ExactArithmetic
 from sdfg_scan.expansions.scan_blocked_codegen import LANE, BodyWriter, Ref, Scope, Unsupported, Writer, storage_type
 from sdfg_scan.expansions.scan_columns import body_copy
@@ -66,7 +67,14 @@ static inline double _sdfg_scan_vexp(double x) { return exp(x); }
 #pragma omp declare simd notinbranch
 static inline double _sdfg_scan_vlog(double x) { return log(x); }
 #pragma omp declare simd notinbranch
-static inline double _sdfg_scan_vpow(double x, double y) { return pow(x, y); }
+static inline double _sdfg_scan_vpow(double x, double y) {
+    // a constant exponent that is not an integer (known once inlined at a call site): exp(y log x), two
+    // fast vector calls instead of libmvec's pow (and one log for several powers of the same base)
+    // (log(-inf) is NaN where pow(-inf, y) is +inf or +0: selected back; every other base gives pow's class)
+    if (__builtin_constant_p(y) && y != __builtin_floor(y)) {
+        const double r = exp(y * log(x));
+        return x == -__builtin_inf() ? (y > 0.0 ? __builtin_inf() : 0.0) : r; }
+    return pow(x, y); }
 #include <type_traits>
 #define SDFG_SCAN_QUIET(name, builtin, op) \
     template <typename A, typename B> static inline bool name(A a, B b) { \
@@ -182,6 +190,7 @@ def kernel(node, state: dace.SDFGState, if_convert: bool, block: int = BLOCK,
     top = Scope(body, {}, syms)
     conn_types = {}
     ptrs = []
+    unit: list[str] = []   # stride symbols along the cells, known only at run time: the kernel is versioned
     for c in list(node.in_connectors) + list(node.out_connectors):
         op = node.operand(state, c)
         conn_types[c] = dace.pointer(op.dtype)
@@ -192,6 +201,9 @@ def kernel(node, state: dace.SDFGState, if_convert: bool, block: int = BLOCK,
             sub = subsets.Range.from_string(node.cell_subsets[c])
             if len(sub) != len(op.desc.shape):
                 raise Unsupported(f"connector '{c}': per-cell subset rank differs from its container's")
+            along = [d for d, (b, _, _) in enumerate(sub.ndrange())
+                     if cell in symbolic.pystr_to_symbolic(str(b)).free_symbols]
+            unit += codegen.unknown_cell_strides(op.desc, along)
             off = sym2cpp(sum(((b - o) * st for (b, _, _), o, st in zip(sub.ndrange(), op.offset, op.desc.strides,
                                                                           strict=True)), 0))
         ptrs.append(f"{op.dtype.ctype}* const _p_{c} = {c} + ({off});")
@@ -257,15 +269,16 @@ def kernel(node, state: dace.SDFGState, if_convert: bool, block: int = BLOCK,
     else:
         head = f"for (long long {syms[var]} = {sym2cpp(stop)} - 1; {syms[var]} >= {sym2cpp(start)}; --{syms[var]}) {{"
     code = [f"const long long _cb = {sym2cpp(cb)};", f"const long long _ce = {sym2cpp(ce)} + 1;",
-            f"const long long _nblk = (_ce - _cb + {block - 1}) / {block};",
-            "#pragma omp parallel for schedule(static)",
-            "for (long long _blk = 0; _blk < _nblk; ++_blk) {",
-            f"    const long long _c0 = _cb + _blk * {block};",
-            f"    const long long _n = (_ce - _c0) < {block} ? (_ce - _c0) : {block};"]
-    code += ["    " + h for h in hoist_lines]
-    code += ["    " + ln for ln in fill(lines_pre)]
-    code += ["    " + head] + ["        " + ln for ln in fill(lines_loop)] + ["    }"]
-    code += ["    " + ln for ln in fill(lines_post)] + ["}"]
+            f"const long long _nblk = (_ce - _cb + {block - 1}) / {block};"]
+    blocks = ["#pragma omp parallel for schedule(static)",
+              "for (long long _blk = 0; _blk < _nblk; ++_blk) {",
+              f"    const long long _c0 = _cb + _blk * {block};",
+              f"    const long long _n = (_ce - _c0) < {block} ? (_ce - _c0) : {block};"]
+    blocks += ["    " + h for h in hoist_lines]
+    blocks += ["    " + ln for ln in fill(lines_pre)]
+    blocks += ["    " + head] + ["        " + ln for ln in fill(lines_loop)] + ["    }"]
+    blocks += ["    " + ln for ln in fill(lines_post)] + ["}"]
+    code += codegen.versioned(blocks, unit)
     return "\n".join(code), conn_types
 
 

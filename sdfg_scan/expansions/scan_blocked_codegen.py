@@ -31,6 +31,7 @@ import ast
 import copy
 import io
 import itertools
+import re
 
 import dace
 from dace import data as dt
@@ -214,6 +215,32 @@ def _if_converted(tree, types: dict):
     """An expression or statement as if-converted code writes it: bool ``or``/``and`` as masks
     (:class:`_MaskLogic`), ordered comparisons quiet (:class:`_QuietCompare`)."""
     return _QuietCompare().visit(_MaskLogic(types).visit(tree))
+
+
+def unknown_cell_strides(desc, dims: list[int]) -> list[str]:
+    """The stride symbols of ``desc`` in ``dims`` (the dimensions a cell index moves along) that are symbols
+    of their own (not made of the array's sizes): gt4py leaves icon4py's tracer tuples so."""
+    shape_syms = set().union(*(symbolic.pystr_to_symbolic(str(n)).free_symbols for n in desc.shape))
+    out = []
+    for d in dims:
+        st = symbolic.pystr_to_symbolic(str(desc.strides[d]))
+        if st.is_Symbol and st not in shape_syms:
+            out.append(str(st))
+    return out
+
+
+def versioned(lines: list[str], unit: list[str]) -> list[str]:
+    """``lines`` twice, behind a test that every symbol of ``unit`` is 1 at run time: the first copy with
+    those symbols written as the number 1 (GCC then sees unit-stride accesses and vectorises), the second
+    as they are. The same operations on the same elements either way (bitwise)."""
+    unit = sorted(set(unit))
+    if not unit:
+        return lines
+    pattern = re.compile(r"\b(" + "|".join(re.escape(u) for u in unit) + r")\b")
+    fast = [pattern.sub("1", ln) for ln in lines]
+    cond = " && ".join(f"({u} == 1)" for u in unit)
+    return ([f"if ({cond}) {{"] + ["    " + ln for ln in fast] + ["} else {"] + ["    " + ln for ln in lines]
+            + ["}"])
 
 
 def _vector_math(text: str) -> str:

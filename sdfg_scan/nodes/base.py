@@ -68,7 +68,10 @@ class ColumnNode(dace.nodes.LibraryNode):
         ``<name>_<implementation>`` (:func:`sdfg_scan.nodes.labels.expansion_label`) so that the expanded
         program shows which schedule each node got."""
         if not isinstance(state_or_sdfg, dace.SDFGState):  # deprecated (sdfg, state) interface
+            if isinstance(state_or_impl, dace.SDFGState):
+                self.before_expand(state_or_impl)
             return super().expand(state_or_sdfg, state_or_impl, **kwargs)
+        self.before_expand(state_or_sdfg)
         before = set(state_or_sdfg.nodes())
         chosen = super().expand(state_or_sdfg, state_or_impl, **kwargs)
         created = [n for n in state_or_sdfg.nodes() if n not in before and isinstance(n, dace.nodes.NestedSDFG)]
@@ -77,6 +80,9 @@ class ColumnNode(dace.nodes.LibraryNode):
             auto = issubclass(type(self).implementations[chosen], AutoExpansion)
             created[0].label = expansion_label(self.name, self.implementation if auto else chosen)
         return chosen
+
+    def before_expand(self, state: dace.SDFGState) -> None:
+        """Called before every expansion (``Scan``: the body's strides follow the containers outside)."""
 
     # -- errors ---------------------------------------------------------------------------------
     def error(self, message: str) -> ValueError:

@@ -191,6 +191,13 @@ class Scan(ColumnNode):
         node.debuginfo = nsdfg.debuginfo
         return node
 
+    def before_expand(self, state: dace.SDFGState) -> None:
+        """The body's operand strides follow the containers outside (a pass such as gt4py's
+        ``gt_change_strides`` may have changed them since the scan was lifted): :mod:`sdfg_scan.scan_strides`."""
+        from sdfg_scan.scan_strides import sync_body_strides
+
+        sync_body_strides(self, state)
+
     def sync_from_body(self) -> None:
         """Re-derive ``loop_variable``, ``direction``, ``start`` and ``stop`` from the body's loop."""
         s = analyze_scan(self.body, prologue=True)

@@ -111,6 +111,23 @@ def precip_gated_ref(qr, qs, rho, dz):
     return tuple(outs)
 
 
+@gtx.field_operator
+def _precip_scaled(qr: CK, qs: CK, rho: CK, dz: CK) -> tuple[CK, CK, CK]:
+    r, s, flux, _ = _precip_scan(qr * 2.0, qs, rho, dz)
+    return r, s, flux
+
+
+@gtx.program
+def precip_scaled(qr: CK, qs: CK, rho: CK, dz: CK, qr_out: CK, qs_out: CK, flux: CK):
+    """``precip_gated`` on ``qr * 2`` (exact): the scan reads a gt4py ``[Cell, K]`` temporary, whose strides gt4py
+    sets only after the last CPU hook (``tests/test_gt4py.py``, unit horizontal stride)."""
+    _precip_scaled(qr, qs, rho, dz, out=(qr_out, qs_out, flux))
+
+
+def precip_scaled_ref(qr, qs, rho, dz):
+    return precip_gated_ref(qr * 2.0, qs, rho, dz)
+
+
 # --- 4. the Thomas pair: forward sweep (tuple carry) + back substitution (backward) -------------------
 @gtx.scan_operator(axis=K, forward=True, init=(0.0, 0.0))
 def _sweep(state: tuple[gtx.float64, gtx.float64], a: gtx.float64, b: gtx.float64, c: gtx.float64,
@@ -181,3 +198,6 @@ PROGRAMS: dict[str, Case] = {
                          precip_gated_ref, _precip_inputs),
     "thomas_pair": Case(thomas_pair, ("a", "b", "c", "d"), ("x",), thomas_pair_ref, _thomas_inputs),
 }
+# compiled with the unit-horizontal-stride backend only (one layout), outside the PROGRAMS matrix
+PRECIP_SCALED = Case(precip_scaled, ("qr", "qs", "rho", "dz"), ("qr_out", "qs_out", "flux"), precip_scaled_ref,
+                     _precip_inputs)
