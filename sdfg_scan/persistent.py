@@ -25,13 +25,8 @@ from __future__ import annotations
 
 import dace
 from dace import dtypes
-from dace.sdfg import nodes
 
 MODES = ("static", "sized")
-
-
-def _in_map(state: dace.SDFGState, node: nodes.AccessNode, scopes: dict) -> bool:
-    return scopes.get(node) is not None
 
 
 def make_transients_persistent(sdfg: dace.SDFG, mode: str = "static") -> list[str]:
@@ -51,7 +46,7 @@ def make_transients_persistent(sdfg: dace.SDFG, mode: str = "static") -> list[st
         scopes = state.scope_dict()
         for node in state.data_nodes():
             seen.add(node.data)
-            if _in_map(state, node, scopes):
+            if scopes.get(node) is not None:   # inside a map scope
                 refused.add(node.data)
     chosen = []
     for name in sorted(seen - refused):

@@ -94,9 +94,8 @@ def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
         desc = sdfg.arrays[e.data.data]
         sub = e.data.subset
         idx = [str(r[0]) for r in sub]
-        dims = [d for d, r in enumerate(sub)
-                if cell in {str(f) for f in dace.symbolic.pystr_to_symbolic(str(r[0])).free_symbols}]
-        kind = _cell_stride(desc, dims)
+        dims = _cell_dims(sub, cell)
+        kind = codegen.stride_kind(desc, dims[0]) if len(dims) == 1 else "no"
         if kind == "no":
             raise Unsupported(f"map '{m.label}': '{e.data.data}{idx}' is not unit-stride in '{cell}'")
         known |= kind == "yes"
@@ -156,9 +155,7 @@ def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
     for e in list(state.out_edges(entry)) + list(state.in_edges(exit_)):
         if e.data.data is None or isinstance(sdfg.arrays[e.data.data], dt.Scalar):
             continue
-        along = [d for d, r in enumerate(e.data.subset)
-                 if cell in {str(f) for f in dace.symbolic.pystr_to_symbolic(str(r[0])).free_symbols}]
-        unit += codegen.unknown_cell_strides(sdfg.arrays[e.data.data], along)
+        unit += codegen.unknown_cell_strides(sdfg.arrays[e.data.data], _cell_dims(e.data.subset, cell))
     rng = m.range.ndrange()
     code = []
     for p, (b, e, _) in zip(m.params, rng, strict=True):
@@ -252,18 +249,10 @@ class VectorizeCellMap(xf.SingleStateTransformation):
             graph.add_nedge(t, a, dace.Memlet())
 
 
-def _cell_stride(desc, dims: list[int]) -> str:
-    """``"yes"`` (the one dimension the cell parameter indexes has stride 1), ``"unknown"`` (a stride symbol of
-    its own, as gt4py leaves for icon4py's tuples of tracers beside unit-stride fields: the kernel indexes
-    through the real strides, so only speed depends on it) or ``"no"``."""
-    if len(dims) != 1:
-        return "no"
-    stride = dace.symbolic.pystr_to_symbolic(str(desc.strides[dims[0]]))
-    if str(stride) == "1":
-        return "yes"
-    shape_syms = set().union(*(dace.symbolic.pystr_to_symbolic(str(n)).free_symbols for n in desc.shape))
-    free = stride.free_symbols
-    return "unknown" if free and not free <= shape_syms else "no"
+def _cell_dims(subset, cell: str) -> list[int]:
+    """The dimensions of ``subset`` whose index moves with the cell parameter ``cell``."""
+    return [d for d, r in enumerate(subset)
+            if cell in {str(f) for f in dace.symbolic.pystr_to_symbolic(str(r[0])).free_symbols}]
 
 
 def vectorize_cell_maps(sdfg: dace.SDFG) -> int:

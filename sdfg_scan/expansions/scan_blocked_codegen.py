@@ -217,14 +217,25 @@ def _if_converted(tree, types: dict):
     return _QuietCompare().visit(_MaskLogic(types).visit(tree))
 
 
-def unknown_cell_strides(desc, dims: list[int]) -> list[str]:
-    """The stride symbols of ``desc`` in ``dims`` (the dimensions a cell index moves along) that are symbols
-    of their own (not made of the array's sizes): gt4py leaves icon4py's tracer tuples so."""
+def stride_kind(desc, d: int) -> str:
+    """Dimension ``d`` of ``desc``: ``"yes"`` (stride 1), ``"unknown"`` (a stride of symbols that are not the
+    array's sizes: gt4py leaves icon4py's tracer tuples so; known only at run time) or ``"no"`` (a number
+    other than 1, or a dense stride made of the array's sizes: another layout)."""
+    stride = symbolic.pystr_to_symbolic(str(desc.strides[d]))
+    if str(stride) == "1":
+        return "yes"
     shape_syms = set().union(*(symbolic.pystr_to_symbolic(str(n)).free_symbols for n in desc.shape))
+    free = stride.free_symbols
+    return "unknown" if free and not free <= shape_syms else "no"
+
+
+def unknown_cell_strides(desc, dims: list[int]) -> list[str]:
+    """The strides of ``desc`` in ``dims`` (the dimensions a cell index moves along) that are single symbols
+    of :func:`stride_kind` ``"unknown"``: what a kernel is :func:`versioned` on."""
     out = []
     for d in dims:
         st = symbolic.pystr_to_symbolic(str(desc.strides[d]))
-        if st.is_Symbol and st not in shape_syms:
+        if st.is_Symbol and stride_kind(desc, d) == "unknown":
             out.append(str(st))
     return out
 
