@@ -86,7 +86,8 @@ def test_scan_node_body():
 
 
 @pytest.mark.fixtures
-@pytest.mark.parametrize("form", sorted(fx.NO_COMPILE))
+@pytest.mark.parametrize("form", [pytest.param(f, marks=pytest.mark.long) if f == "graupel_run_dyn.lowered" else f
+                                  for f in sorted(fx.NO_COMPILE)])   # the dynamic form: the same scan, 25 s
 def test_lowered_graupel_all(form):
     """The ~95-deep lowered graupel (never compiled here): all three canonicalising transformations,
     loaded once, applied in pipeline order, then validated."""

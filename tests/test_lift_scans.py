@@ -170,7 +170,8 @@ def _scan_nsdfgs(sdfg):
 
 
 @pytest.mark.fixtures
-@pytest.mark.parametrize("form", fx.FORMS)
+@pytest.mark.parametrize("form", [pytest.param(f, marks=pytest.mark.long) if f == "graupel_run_dyn.lowered" else f
+                                  for f in fx.FORMS])   # the dynamic lowered graupel: the same scan, 30 s
 def test_lift_every_fixture(form):
     sdfg = fx.load(form)
     before = len(find_scans(sdfg))

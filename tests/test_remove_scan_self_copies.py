@@ -97,10 +97,12 @@ def test_fixture_applies_and_validates(form):  # test_dead_carry_elimination.tes
 
 
 @pytest.mark.fixtures
+@pytest.mark.long
 @pytest.mark.parametrize("form", ["graupel_run.opt_nohooks"])
 def test_fixture_bitwise(form):
-    """Original vs transformed, same seeded inputs. graupel_run_dyn (where icon4py's hooks make NaNs) is
-    compiled once, fully canonicalised, in test_dead_carry_elimination.py."""
+    """Original vs transformed, same seeded inputs (``make test-long``: CI compiles graupel after the whole
+    chain, this transformation included, in test_pipeline.py). graupel_run_dyn (where icon4py's hooks make
+    NaNs) is compiled once, fully canonicalised, in test_dead_carry_elimination.py."""
     sdfg = fx.load(form)
     kw = fx.inputs(form, sdfg)
     original = fx.run(form, sdfg, kw)

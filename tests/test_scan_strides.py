@@ -67,18 +67,47 @@ def test_switched_layout_bitwise_after_expansion(impl):
             assert np.array_equal(gs._bytes(v), gs._bytes(np.ascontiguousarray(b[k]))), f"'{k}' differs ({impl})"
 
 
-def test_blocked_kernel_versioned_on_symbolic_cell_strides():
+def _prefix_read(sdfg, name: str) -> None:
+    """Give ``name`` the form gt4py gives a tuple field a scan reads (icon4py's graupel tracers): the map
+    passes the cells ``0:i + 1`` and the column indexes the whole field with the cell index itself."""
+    import dace
+
+    nsdfg = next(n for n in sdfg.start_block.nodes() if isinstance(n, dace.nodes.NestedSDFG))
+    inner, conn = nsdfg.sdfg, name.lower()
+    outer = sdfg.arrays[name]
+    inner.arrays[conn] = dace.data.Array(outer.dtype, outer.shape, strides=outer.strides)
+    for sym in set().union(*(dace.symbolic.pystr_to_symbolic(str(x)).free_symbols
+                             for x in (*outer.shape, *outer.strides))) | {dace.symbolic.symbol(gs.CELL)}:
+        if str(sym) not in inner.symbols:
+            inner.add_symbol(str(sym), sdfg.symbols.get(str(sym), dace.int64))
+        nsdfg.symbol_mapping[str(sym)] = str(sym)
+    for e, _ in inner.all_edges_recursive():
+        m = e.data
+        if isinstance(m, dace.Memlet) and m.data == conn:
+            m.subset = dace.subsets.Range([(dace.symbolic.symbol(gs.CELL),) * 2 + (1,)] + list(m.subset.ndrange()))
+    for e in sdfg.start_block.in_edges(nsdfg):
+        if e.data.data == name:
+            e.data.subset = dace.subsets.Range.from_string(f"0:{gs.CELL} + 1, " + str(e.data.subset).split(",", 1)[1])
+
+
+@pytest.mark.parametrize("prefix", [False, True], ids=["cell", "prefix"])
+def test_blocked_kernel_versioned_on_symbolic_cell_strides(prefix):
     """A field whose cell stride is a symbol of its own (gt4py's tracer tuples): the ``blocked`` kernel runs
     a copy with that stride written as 1 when it is 1 at run time (GCC vectorises that one) and the general
-    copy otherwise; bitwise the original either way."""
+    copy otherwise; bitwise the original either way. ``prefix``: the field passed as gt4py passes a tuple
+    field (cells ``0:i + 1``, the column indexing the cell itself); the kernel read its cell stride through
+    the body's symbols in both copies, and GCC vectorised neither (graupel's ``replay`` through gt4py)."""
     import dace
 
     col = gs.KITCHEN_SINK
-    original = gs.program(col, "versioned_strides")
+    original = gs.program(col, f"versioned_strides_{int(prefix)}")
     original.add_symbol("SX0", dace.int64)
     original.arrays["X0"].strides = (dace.symbol("SX0", dace.int64), original.arrays["X0"].strides[1])
+    if prefix:
+        _prefix_read(original, "X0")
+        original.validate()
     optimized = copy.deepcopy(original)
-    optimized.name = "versioned_strides_opt"
+    optimized.name = f"versioned_strides_opt_{int(prefix)}"
     sdfg_scan.optimize(optimized, target="cpu", reproducibility="exact")
     node, _ = _scan(optimized)
     node.implementation = "blocked"

@@ -155,7 +155,7 @@ def _chain(region) -> list | None:
         out = region.out_edges(blocks[-1])
         if not out:
             break
-        if len(out) != 1 or out[0].data.condition.as_string not in ("1", "True", "(1)"):
+        if len(out) != 1 or not out[0].data.is_unconditional():
             return None
         blocks.append(out[0].dst)
         if len(blocks) > region.number_of_nodes():

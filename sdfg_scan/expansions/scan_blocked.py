@@ -201,8 +201,10 @@ def kernel(node, state: dace.SDFGState, if_convert: bool, block: int = BLOCK,
             sub = subsets.Range.from_string(node.cell_subsets[c])
             if len(sub) != len(op.desc.shape):
                 raise Unsupported(f"connector '{c}': per-cell subset rank differs from its container's")
-            along = [d for d, (b, _, _) in enumerate(sub.ndrange())
-                     if cell in symbolic.pystr_to_symbolic(str(b)).free_symbols]
+            # a dimension the cell moves along: gt4py also writes a cell's read as the prefix ``0:i + 1``
+            along = [d for d, (b, e, _) in enumerate(sub.ndrange())
+                     if cell in symbolic.pystr_to_symbolic(str(b)).free_symbols
+                     | symbolic.pystr_to_symbolic(str(e)).free_symbols]
             unit += codegen.unknown_cell_strides(op.desc, along)
             off = sym2cpp(sum(((b - o) * st for (b, _, _), o, st in zip(sub.ndrange(), op.offset, op.desc.strides,
                                                                           strict=True)), 0))

@@ -15,6 +15,7 @@ from sdfg_scan.expansions import declare
 from sdfg_scan.expansions.environments import ExactArithmetic
 from sdfg_scan.expansions.levels_outside import body_plan, cell_contiguous, interchange_single_map
 from sdfg_scan.expansions.scan_blocked import ExpandScanBlocked, ExpandScanBlockedKCached, ExpandScanBlockedSIMD
+from sdfg_scan.expansions.scan_blocked_codegen import stride_kind
 from sdfg_scan.expansions.scan_body import LEVELS, stride_symbol
 from sdfg_scan.expansions.scan_columns import cell_map, cell_symbols, mapped_columns, nested_column, per_level
 from sdfg_scan.expansions.scan_kcached import ExpandScanKCached
@@ -253,19 +254,14 @@ class Scan(ColumnNode):
         if sub.num_elements() == 1:   # K-less (one element per cell): no evidence of the fields' layout
             return "any"
         p = symbolic.pystr_to_symbolic(param)
-        shape_syms = set().union(*(symbolic.pystr_to_symbolic(str(n)).free_symbols for n in op.desc.shape))
         out = "any"
-        for (b, e, _), stride in zip(sub, op.desc.strides, strict=True):
+        for d, (b, e, _) in enumerate(sub):
             if p in symbolic.pystr_to_symbolic(str(b)).free_symbols | symbolic.pystr_to_symbolic(str(e)).free_symbols:
-                free = symbolic.pystr_to_symbolic(str(stride)).free_symbols
-                if symbolic.issymbolic(stride) and free and free <= shape_syms:
-                    return "no"   # a dense stride made of the array's sizes (e.g. K): another layout
-                if symbolic.issymbolic(stride) and symbolic.inequal_symbols(stride, 1):
-                    out = "unknown"
-                elif symbolic.inequal_symbols(stride, 1):
+                kind = stride_kind(op.desc, d)
+                if kind == "no":   # a number other than 1, or a dense stride of the array's sizes
                     return "no"
-                elif out == "any":
-                    out = "yes"
+                if kind == "unknown" or out == "any":
+                    out = kind
         return out
 
     def level_count(self):
