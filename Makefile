@@ -45,7 +45,8 @@ test: lint
 	$(MAKE) test-gt4py
 
 # not in CI: the whole-graupel checks (marker `long`: hooked and dynamic-domain graupel forms bitwise after
-# optimize, graupel's CUDA build); about 10 minutes
+# optimize, graupel bitwise after one transformation, graupel's CUDA build) and CUDA builds CI covers with
+# a twin; about 15 minutes
 test-long: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m long
 

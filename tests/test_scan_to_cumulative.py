@@ -76,7 +76,8 @@ def test_bitwise(converted):
 # ------------------------------------------------------------------------------------------------
 # refusals: real programs that are not cumulative sums, and one mutation per guard
 # ------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("form", ["diagnose_pressure.opt", "diagnose_pressure.lowered", "graupel_run.lowered"])
+@pytest.mark.parametrize("form", ["diagnose_pressure.opt", "diagnose_pressure.lowered",
+                                  pytest.param("graupel_run.lowered", marks=pytest.mark.long)])   # 25 s
 def test_refuses_other_programs(form):
     sdfg = fx.load(form)
     assert sdfg.apply_transformations_repeated(LiftScans) >= 1
