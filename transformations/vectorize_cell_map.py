@@ -250,7 +250,9 @@ class VectorizeCellMap(xf.SingleStateTransformation):
 
 
 def _cell_dims(subset, cell: str) -> list[int]:
-    """The dimensions of ``subset`` whose index moves with the cell parameter ``cell``."""
+    """The dimensions of ``subset`` whose index moves with the cell parameter ``cell``, by the start of the
+    range only (not ``codegen.cell_dims``): the map kernel indexes each access by that start, so a prefix
+    ``0:i + 1`` is no unit-stride access here and must stay refused."""
     return [d for d, r in enumerate(subset)
             if cell in {str(f) for f in dace.symbolic.pystr_to_symbolic(str(r[0])).free_symbols}]
 

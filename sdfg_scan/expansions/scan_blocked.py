@@ -201,11 +201,7 @@ def kernel(node, state: dace.SDFGState, if_convert: bool, block: int = BLOCK,
             sub = subsets.Range.from_string(node.cell_subsets[c])
             if len(sub) != len(op.desc.shape):
                 raise Unsupported(f"connector '{c}': per-cell subset rank differs from its container's")
-            # a dimension the cell moves along: gt4py also writes a cell's read as the prefix ``0:i + 1``
-            along = [d for d, (b, e, _) in enumerate(sub.ndrange())
-                     if cell in symbolic.pystr_to_symbolic(str(b)).free_symbols
-                     | symbolic.pystr_to_symbolic(str(e)).free_symbols]
-            unit += codegen.unknown_cell_strides(op.desc, along)
+            unit += codegen.unknown_cell_strides(op.desc, codegen.cell_dims(sub, cell))
             off = sym2cpp(sum(((b - o) * st for (b, _, _), o, st in zip(sub.ndrange(), op.offset, op.desc.strides,
                                                                           strict=True)), 0))
         ptrs.append(f"{op.dtype.ctype}* const _p_{c} = {c} + ({off});")

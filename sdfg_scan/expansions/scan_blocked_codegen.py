@@ -217,6 +217,14 @@ def _if_converted(tree, types: dict):
     return _QuietCompare().visit(_MaskLogic(types).visit(tree))
 
 
+def cell_dims(subset, cell) -> list[int]:
+    """The dimensions of ``subset`` a cell index ``cell`` moves along: ``cell`` in the start or the end of the
+    range (gt4py passes a cell's read of a tuple field as the prefix ``0:i + 1``)."""
+    c = symbolic.pystr_to_symbolic(str(cell))
+    return [d for d, (b, e, _) in enumerate(subset.ndrange())
+            if c in symbolic.pystr_to_symbolic(str(b)).free_symbols | symbolic.pystr_to_symbolic(str(e)).free_symbols]
+
+
 def stride_kind(desc, d: int) -> str:
     """Dimension ``d`` of ``desc``: ``"yes"`` (stride 1), ``"unknown"`` (a stride of symbols that are not the
     array's sizes: gt4py leaves icon4py's tracer tuples so; known only at run time) or ``"no"`` (a number

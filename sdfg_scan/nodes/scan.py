@@ -15,7 +15,7 @@ from sdfg_scan.expansions import declare
 from sdfg_scan.expansions.environments import ExactArithmetic
 from sdfg_scan.expansions.levels_outside import body_plan, cell_contiguous, interchange_single_map
 from sdfg_scan.expansions.scan_blocked import ExpandScanBlocked, ExpandScanBlockedKCached, ExpandScanBlockedSIMD
-from sdfg_scan.expansions.scan_blocked_codegen import stride_kind
+from sdfg_scan.expansions.scan_blocked_codegen import cell_dims, stride_kind
 from sdfg_scan.expansions.scan_body import LEVELS, stride_symbol
 from sdfg_scan.expansions.scan_columns import cell_map, cell_symbols, mapped_columns, nested_column, per_level
 from sdfg_scan.expansions.scan_kcached import ExpandScanKCached
@@ -253,15 +253,13 @@ class Scan(ColumnNode):
         sub = dace.subsets.Range.from_string(self.cell_subsets[c])
         if sub.num_elements() == 1:   # K-less (one element per cell): no evidence of the fields' layout
             return "any"
-        p = symbolic.pystr_to_symbolic(param)
         out = "any"
-        for d, (b, e, _) in enumerate(sub):
-            if p in symbolic.pystr_to_symbolic(str(b)).free_symbols | symbolic.pystr_to_symbolic(str(e)).free_symbols:
-                kind = stride_kind(op.desc, d)
-                if kind == "no":   # a number other than 1, or a dense stride of the array's sizes
-                    return "no"
-                if kind == "unknown" or out == "any":
-                    out = kind
+        for d in cell_dims(sub, param):
+            kind = stride_kind(op.desc, d)
+            if kind == "no":   # a number other than 1, or a dense stride of the array's sizes
+                return "no"
+            if kind == "unknown" or out == "any":
+                out = kind
         return out
 
     def level_count(self):
