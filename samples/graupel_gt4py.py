@@ -14,7 +14,9 @@ Same seeded inputs in physical ranges for all (dt=30, qnc=100, masking on, KOKKO
 driver); outputs compared with ``stock`` and with ``stock_strict`` (max relative difference, or
 "bitwise"); time per call (median of
 ``REPEAT`` calls after a warm-up). Size: ``GRAUPEL_CELLS`` x ``GRAUPEL_LEVELS`` (default 20480 x 65);
-``GRAUPEL_VARIANTS`` (comma-separated) runs a subset. Lowering and optimizing graupel takes gt4py about 25
+``GRAUPEL_VARIANTS`` (comma-separated) runs a subset. ``GRAUPEL_PROGRAM=muphys_run`` runs icon4py's full
+microphysics instead (``implementations/muphys.py``: saturation adjustment, the graupel scan, saturation
+adjustment again), bound the same way. Lowering and optimizing graupel takes gt4py about 25
 minutes per variant on a 2-core machine: with ``GT4PY_BUILD_CACHE_LIFETIME=persistent`` (and
 ``GT4PY_BUILD_CACHE_DIR``) the builds can be made by several processes first (one subset each) and
 the table then comes from one process that finds every build in the cache.
@@ -30,6 +32,7 @@ import time
 NCELLS = int(os.environ.get("GRAUPEL_CELLS", 20480))
 NLEV = int(os.environ.get("GRAUPEL_LEVELS", 65))
 REPEAT = int(os.environ.get("GRAUPEL_REPEAT", 5))
+PROGRAM = os.environ.get("GRAUPEL_PROGRAM", "graupel_run")
 VARIANTS = tuple(os.environ.get("GRAUPEL_VARIANTS", "stock,stock_strict,icon4py_hooks,sdfg_scan_exact,"
                                                      "sdfg_scan_replay,sdfg_scan_replay_vmaps").split(","))
 
@@ -42,11 +45,15 @@ def _inputs(rng, n, nk):
             "q": [f(0.0, 1e-2) * (rng.uniform(0, 1, (n, nk)) > 0.3) for _ in range(6)]}
 
 
-def _program(variant: str, ncells: int, nlev: int):
+def _program(variant: str, ncells: int, nlev: int, program: str = PROGRAM):
     """``graupel_run`` bound the way ``driver/run_graupel_only.setup_graupel`` binds it (that module needs
-    netCDF4, so its set-up is repeated here)."""
+    netCDF4, so its set-up is repeated here), or ``muphys_run`` the same way."""
     from gt4py.next.program_processors.runners.dace.transformations import GT4PyAutoOptHook as Hook
-    from icon4py.model.atmosphere.subgrid_scale_physics.muphys.implementations import graupel, graupel_dace_hooks
+    from icon4py.model.atmosphere.subgrid_scale_physics.muphys.implementations import (
+        graupel,
+        graupel_dace_hooks,
+        muphys,
+    )
     from icon4py.model.common import model_backends, model_options
 
     import sdfg_scan.gt4py as sg
@@ -66,9 +73,15 @@ def _program(variant: str, ncells: int, nlev: int):
         descriptor["optimization_args"]["optimization_hooks"] = sg.optimization_hooks(
             gpu=False, reproducibility=variant.removeprefix("sdfg_scan_").removesuffix("_vmaps"),
             vectorize_maps=variant.endswith("_vmaps"))
+    if program == "muphys_run":   # masking is always on in muphys_run
+        prog, constants = muphys.muphys_run, {"dt": 30.0, "qnc": 100.0, "use_aes_graupel": False}
+    elif program == "graupel_run":
+        prog, constants = graupel.graupel_run, {"dt": 30.0, "qnc": 100.0, "enable_masking": True,
+                                                "use_aes_graupel": False}
+    else:
+        raise SystemExit(f"graupel_gt4py: GRAUPEL_PROGRAM must be graupel_run or muphys_run, got {program!r}")
     return model_options.setup_program(
-        backend=descriptor, program=graupel.graupel_run,
-        constant_args={"dt": 30.0, "qnc": 100.0, "enable_masking": True, "use_aes_graupel": False},
+        backend=descriptor, program=prog, constant_args=constants,
         horizontal_sizes={"horizontal_start": 0, "horizontal_end": ncells},
         vertical_sizes={"vertical_start": 0, "vertical_end": nlev}, offset_provider={})
 
@@ -141,8 +154,8 @@ def main() -> int:
     except ImportError as e:
         print(f"graupel_gt4py: skipped ({e}); run `make graupel` (gt4py venv, Python >= 3.13 for graupel)")
         return 0
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10**4))
-    print(f"graupel_run, {NCELLS} x {NLEV}, gt4py DaCe CPU backend, median of {REPEAT} calls")
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10**5))   # as icon4py's drivers
+    print(f"{PROGRAM}, {NCELLS} x {NLEV}, gt4py DaCe CPU backend, median of {REPEAT} calls")
     run()
     return 0
 

@@ -94,7 +94,8 @@ def test_quiet_comparisons_give_numpys_values_with_nan():
 
 @dace.program
 def _powers(a: dace.float64[K, N], e: dace.float64[K, N], o0: dace.float64[K, N], o1: dace.float64[K, N],
-            o2: dace.float64[K, N], o3: dace.float64[K, N], o4: dace.float64[K, N], o5: dace.float64[K, N]):
+            o2: dace.float64[K, N], o3: dace.float64[K, N], o4: dace.float64[K, N], o5: dace.float64[K, N],
+            o6: dace.float64[K, N], o7: dace.float64[K, N]):
     for k, i in dace.map[0:K, 0:N]:
         o0[k, i] = a[k, i] ** 1.5
         o1[k, i] = a[k, i] ** 0.37
@@ -102,13 +103,16 @@ def _powers(a: dace.float64[K, N], e: dace.float64[K, N], o0: dace.float64[K, N]
         o3[k, i] = a[k, i] ** 2.0
         o4[k, i] = a[k, i] ** 3.0
         o5[k, i] = a[k, i] ** e[k, i]
+        o6[k, i] = 10.0 ** a[k, i]
+        o7[k, i] = 0.25 ** a[k, i]
 
 
 def test_constant_powers_give_numpys_values_within_rounding():
     """Replay math writes ``pow(x, c)`` with a constant non-integer ``c`` as ``exp(c * log(x))`` (two fast
     vector calls; ``scan_blocked.VECTOR_MATH``): NumPy's values within 1e-13 relative, the same NaN/Inf and
     zeros for the special bases (0, -0, negative, inf, NaN, tiny, huge); integer and runtime exponents keep
-    ``pow`` (a negative base to an integer power stays finite). Built with the IEEE-strict flags (DaCe's
+    ``pow`` (a negative base to an integer power stays finite). A constant positive base (``10 ** x``) is
+    ``exp(x * log(10))``: pow's values for the same special exponents. Built with the IEEE-strict flags (DaCe's
     default ``-ffast-math`` gives up signed zeros and infinities)."""
     from sdfg_scan.expansions.environments import ExactArithmetic
 
@@ -123,11 +127,11 @@ def test_constant_powers_give_numpys_values_within_rounding():
     a = rng.choice(special, (k, n))
     a[:, :12] = special
     e = rng.choice([0.5, 2.0, -1.0, 1.3], (k, n))
-    outs = {f"o{j}": np.zeros((k, n)) for j in range(6)}
+    outs = {f"o{j}": np.zeros((k, n)) for j in range(8)}
     sdfg(a=a, e=e, **outs, K=k, N=n)
-    o = np.stack([outs[f"o{j}"] for j in range(6)], axis=-1)
+    o = np.stack([outs[f"o{j}"] for j in range(8)], axis=-1)
     with np.errstate(all="ignore"):
-        want = np.stack([a ** 1.5, a ** 0.37, a ** -0.7, a ** 2.0, a ** 3.0, a ** e], axis=-1)
+        want = np.stack([a ** 1.5, a ** 0.37, a ** -0.7, a ** 2.0, a ** 3.0, a ** e, 10.0 ** a, 0.25 ** a], axis=-1)
     assert np.array_equal(np.isnan(o), np.isnan(want))
     assert np.array_equal(np.isinf(o), np.isinf(want)) and np.array_equal(np.sign(o), np.sign(want), equal_nan=True)
     fin = np.isfinite(want) & (want != 0)
@@ -158,3 +162,4 @@ def test_symbolic_cell_stride_beside_a_unit_one():
     flag = np.zeros((k, n), dtype=np.bool_)   # the unit-stride copy of the loop nest
     sdfg(a=a, b=b, flag=flag, K=k, N=n, SK=n, SC=1)
     assert np.array_equal(flag, a > 0.5)
+

@@ -69,11 +69,21 @@ static inline double _sdfg_scan_vlog(double x) { return log(x); }
 #pragma omp declare simd notinbranch
 static inline double _sdfg_scan_vpow(double x, double y) {
     // a constant exponent that is not an integer (known once inlined at a call site): exp(y log x), two
-    // fast vector calls instead of libmvec's pow (and one log for several powers of the same base)
-    // (log(-inf) is NaN where pow(-inf, y) is +inf or +0: selected back; every other base gives pow's class)
+    // fast vector calls instead of libmvec's pow (and one log for several powers of the same base).
+    // A base that is not positive (a zero species in a branch computed for every lane) would send the
+    // vector through libmvec's special-case path, which calls scalar log for each such lane: such lanes
+    // take the log of 1 and get pow's value selected back (+0 or +inf for +-0, +inf or +0 for -inf, NaN
+    // for a negative or NaN base: the values exp(y log x) gave them before)
     if (__builtin_constant_p(y) && y != __builtin_floor(y)) {
-        const double r = exp(y * log(x));
-        return x == -__builtin_inf() ? (y > 0.0 ? __builtin_inf() : 0.0) : r; }
+        const bool positive = x > 0.0;
+        const double r = exp(y * log(positive ? x : 1.0));
+        const double inf = __builtin_inf();
+        return positive ? r : x == 0.0 ? (y > 0.0 ? 0.0 : inf) : x == -inf ? (y > 0.0 ? inf : 0.0)
+                                                                               : (x - x) / (x - x); }
+    // a constant base that is positive, finite and not 1 (icon4py's power(10, polynomial)): one vector exp
+    // of y times the folded log (pow's values for y = 0, +-inf and NaN too)
+    if (__builtin_constant_p(x) && x > 0.0 && x != 1.0 && x < __builtin_inf())
+        return exp(y * log(x));
     return pow(x, y); }
 #include <type_traits>
 #define SDFG_SCAN_QUIET(name, builtin, op) \
