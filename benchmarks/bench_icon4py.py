@@ -184,6 +184,9 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int) -> list[str]:
     wet = np.mean(np.any([kw[f"q_in_{i}"] > 0.0 for i in range(2, 6)], axis=0))
     variants = {"gt4py default flags": _compile_default_flags(fx.load(form)),
                 "gt4py IEEE-strict": fx.compile_once("bench_graupel_strict", fx.load(form)),
+                "auto (exact)": fx.compile_once("bench_graupel_auto_exact", _graupel_blocked(None, "exact")),
+                "levels_outside (exact)": fx.compile_once("bench_graupel_levels_outside",
+                                                          _graupel_blocked("levels_outside", "exact")),
                 "blocked (exact)": fx.compile_once("bench_graupel_blocked", _graupel_blocked("blocked", "exact")),
                 "blocked_kcached (exact)": fx.compile_once("bench_graupel_blocked_kc",
                                                            _graupel_blocked("blocked_kcached", "exact")),
@@ -199,13 +202,15 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int) -> list[str]:
                 "+ vectorize_maps + persistent": fx.compile_once(
                     "bench_graupel_vmaps_p", _graupel_blocked("blocked_simd", "replay", True, persistent=True))}
     outs = fx.outputs_of(variants, kw)
+    fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["auto (exact)"])
+    fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["levels_outside (exact)"])
     fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["blocked (exact)"])
     fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["blocked_kcached (exact)"])
     fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["blocked + persistent (exact)"])
     fx.assert_bitwise_equal(outs["auto (replay)"], outs["auto + persistent (replay)"])
     fx.assert_bitwise_equal(outs["+ vectorize_maps (replay)"], outs["+ vectorize_maps + persistent"])
     rows = [f"graupel_run_dyn {ncells}x{nlev}: {100 * wet:.0f}% of the (cell, level) points hold precipitation; "
-            "blocked, blocked_kcached and blocked + persistent (exact) bitwise equal to the IEEE-strict build; "
+            "auto, levels_outside, blocked, blocked_kcached and blocked + persistent (exact) bitwise equal to the IEEE-strict build; "
             "+ persistent: optimize(persistent_transients='sized'); auto (replay) = "
             "optimize(reproducibility='replay') picks blocked_simd"]
     ref = outs["gt4py IEEE-strict"]

@@ -31,6 +31,7 @@ ring of ``W`` slots. The ring's slots live across levels, so the kernel keeps th
 
 from __future__ import annotations
 
+import platform
 import re
 
 import dace
@@ -115,8 +116,12 @@ class VectorMath:
     cmake_includes: list[str] = []
     cmake_libraries: list[str] = ["mvec"]
     # after the program's flags: ``-fno-fast-math`` (ExactArithmetic) turns errno-setting math back on,
-    # and a call that may set errno is never vectorised (errno changes no value)
-    cmake_compile_flags = ["-fopenmp-simd", "-fno-math-errno"]
+    # and a call that may set errno is never vectorised (errno changes no value). On x86-64, 512-bit
+    # vectors where the CPU has AVX-512: ``-march=native`` prefers 256 bits on most AVX-512 CPUs, and at
+    # that width GCC 12 cannot convert a byte bool's mask to a double's (AVX-512 mask registers) and
+    # leaves graupel's if-converted block loop scalar (no effect without AVX-512)
+    cmake_compile_flags = ["-fopenmp-simd", "-fno-math-errno"] + \
+        (["-mprefer-vector-width=512"] if platform.machine() in ("x86_64", "AMD64") else [])
     cmake_link_flags: list[str] = []
     cmake_files: list[str] = []
     headers: list[str] = []

@@ -10,7 +10,7 @@ from dace.properties import DictProperty, SDFGReferenceProperty
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfg_scan.context import CellMap, Operand
-from sdfg_scan.cost import CELL_OUTER_SECONDS, FORK_JOIN_SECONDS, efficiency_of, size, stream_seconds
+from sdfg_scan.cost import CELL_OUTER_SECONDS, FORK_JOIN_SECONDS, branch_seconds, efficiency_of, size, stream_seconds
 from sdfg_scan.expansions import declare
 from sdfg_scan.expansions.environments import ExactArithmetic
 from sdfg_scan.expansions.levels_outside import body_plan, cell_contiguous, interchange_single_map
@@ -75,7 +75,7 @@ class ExpandScanLevelsOutside(ExpandTransformation):
     def cost(node, ctx) -> float:
         levels = size(ctx, ctx.layout.levels, "levels")
         return stream_seconds(ctx, efficiency_of(ExpandScanLevelsOutside, ctx), chain=False) + \
-            levels * FORK_JOIN_SECONDS + CELL_OUTER_SECONDS
+            levels * FORK_JOIN_SECONDS + CELL_OUTER_SECONDS + branch_seconds(node, ctx)
 
     @staticmethod
     def expansion(node, parent_state, parent_sdfg):
