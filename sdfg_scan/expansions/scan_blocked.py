@@ -115,12 +115,15 @@ class VectorMath:
     cmake_variables: dict[str, str] = {}
     cmake_includes: list[str] = []
     cmake_libraries: list[str] = ["mvec"]
-    # after the program's flags: ``-fno-fast-math`` (ExactArithmetic) turns errno-setting math back on,
-    # and a call that may set errno is never vectorised (errno changes no value). On x86-64, 512-bit
-    # vectors where the CPU has AVX-512: ``-march=native`` prefers 256 bits on most AVX-512 CPUs, and at
-    # that width GCC 12 cannot convert a byte bool's mask to a double's (AVX-512 mask registers) and
-    # leaves graupel's if-converted block loop scalar (no effect without AVX-512)
-    cmake_compile_flags = ["-fopenmp-simd", "-fno-math-errno"] + \
+    # after the program's flags: ``-fno-fast-math`` (ExactArithmetic) turns errno-setting math and
+    # trapping math back on. A call that may set errno is never vectorised, and under trapping math GCC
+    # does not if-convert a block whose arithmetic "could trap" unless the target has masked arithmetic
+    # (AVX-512): on AVX2 graupel's block loop stayed scalar. Neither changes a value (errno and the FP
+    # exception flags are not results). On x86-64, 512-bit vectors where the CPU has AVX-512:
+    # ``-march=native`` prefers 256 bits on most AVX-512 CPUs, and at that width GCC 12 cannot convert a
+    # byte bool's mask to a double's (AVX-512 mask registers) and leaves graupel's if-converted block loop
+    # scalar (no effect without AVX-512)
+    cmake_compile_flags = ["-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math"] + \
         (["-mprefer-vector-width=512"] if platform.machine() in ("x86_64", "AMD64") else [])
     cmake_link_flags: list[str] = []
     cmake_files: list[str] = []
