@@ -97,8 +97,9 @@ def math_calls(node) -> int:
 
 
 def _per_point_seconds(ctx: Context, count: int, ns: float) -> float:
-    """``count`` operations of ``ns`` each per cell and level, shared by the CPU threads; 0 on the GPU."""
-    if ctx.target != "cpu" or not count:
+    """``count`` operations of ``ns`` each per cell and level, shared by the CPU threads (the callers
+    return 0 on the GPU before counting)."""
+    if not count:
         return 0.0
     points = size(ctx, ctx.layout.columns, "columns") * size(ctx, ctx.layout.levels, "levels")
     return points * count * ns * 1e-9 / (machine().threads * parallelism(ctx))

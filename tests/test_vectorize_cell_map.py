@@ -162,4 +162,3 @@ def test_symbolic_cell_stride_beside_a_unit_one():
     flag = np.zeros((k, n), dtype=np.bool_)   # the unit-stride copy of the loop nest
     sdfg(a=a, b=b, flag=flag, K=k, N=n, SK=n, SC=1)
     assert np.array_equal(flag, a > 0.5)
-
