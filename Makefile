@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # dace finds the pip-installed CMake (needed for CUDA builds) only with the venv first on PATH.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: demo test test-long test-gt4py fixtures graupel lint bench fuzz clean
+.PHONY: demo test test-long test-gt4py fixtures fixtures-graupel graupel lint bench fuzz clean
 
 # gt4py 1.2.3 needs Python >= 3.12: a second venv for sdfg_scan.gt4py's tests, the exporter and the graupel run.
 # GT4PY_PYTHON is the command that runs such an interpreter (pyenv shims need PYENV_VERSION); empty if none.
@@ -71,6 +71,20 @@ fixtures: $(GT4PY_STAMP)
 	  icon4py.model.common.diagnostic_calculations.stencils.diagnose_pressure:diagnose_pressure \
 	  icon4py.model.atmosphere.dycore.stencils.solve_tridiagonal_matrix_for_w_forward_sweep:solve_tridiagonal_matrix_for_w_forward_sweep \
 	  icon4py.model.atmosphere.dycore.stencils.solve_tridiagonal_matrix_for_w_back_substitution:solve_tridiagonal_matrix_for_w_back_substitution
+
+# not in CI (about two hours on 2 cores): the graupel fixtures the tests read, into the exporter's cache:
+# graupel_run_dyn (runtime domain; lowered, opt) and graupel_run (static 100 x 65 domain, as the shared
+# set; lowered, opt, opt_hooks with icon4py's graupel hooks), bound as icon4py's graupel driver binds them
+GRAUPEL_PROGRAM := icon4py.model.atmosphere.subgrid_scale_physics.muphys.implementations.graupel:graupel_run
+GRAUPEL_STATIC := --static dt=30.0 --static qnc=100.0 --static enable_masking=True --static use_aes_graupel=False
+fixtures-graupel: $(GT4PY_STAMP)
+	$(GT4PY_BIN)/python -m pip install -q --no-deps icon4py-common==0.4.1 icon4py-atmosphere-muphys==0.4.1
+	$(GT4PY_BIN)/python -m pip install -q cattrs pyyaml
+	PYTHONPATH=$(CURDIR) $(GT4PY_BIN)/sdfg-scan export $(GRAUPEL_PROGRAM)=graupel_run_dyn $(GRAUPEL_STATIC) \
+	  --variants lowered,opt
+	PYTHONPATH=$(CURDIR) $(GT4PY_BIN)/sdfg-scan export $(GRAUPEL_PROGRAM)=graupel_run $(GRAUPEL_STATIC) \
+	  --static horizontal_start=0 --static horizontal_end=100 --static vertical_start=0 --static vertical_end=65 \
+	  --hooks tests.gt4py_programs.icon4py_hooks:graupel_hooks --variants lowered,opt,opt_hooks
 
 # not in CI: icon4py's graupel through gt4py's DaCe CPU backend, stock / icon4py hooks / sdfg_scan hooks
 graupel: $(GT4PY_STAMP)

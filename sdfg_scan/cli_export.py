@@ -4,6 +4,7 @@ their calling convention as fixtures (:mod:`sdfg_scan.export`)."""
 from __future__ import annotations
 
 import argparse
+import ast
 from collections.abc import Callable
 
 
@@ -15,6 +16,25 @@ def _export_args(p: argparse.ArgumentParser) -> None:
                    "$SDFG_SCAN_CACHE/fixtures/icon4py or ~/.cache/sdfg_scan/fixtures/icon4py)")
     p.add_argument("--hooks", default=None, help="'module:attr' of extra optimization hooks (a mapping or a "
                    "factory) for the opt_hooks variant, e.g. icon4py's graupel hooks")
+    p.add_argument("--static", action="append", default=[], metavar="NAME=VALUE",
+                   help="bind a scalar parameter at compile time, as program.compile(...) does (repeatable; "
+                        "e.g. --static dt=30.0 --static enable_masking=True --static vertical_end=65)")
+    p.add_argument("--variants", default=None, help="comma-separated subset of lowered,opt,opt_hooks,opt_sdfg_scan "
+                   "(default: all that apply); exports of other variants into the same folder are kept")
+
+
+def _static(items: list[str]) -> dict:
+    out = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"sdfg-scan export: --static expects NAME=VALUE, got '{item}'")
+        try:
+            out[name.strip()] = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            raise ValueError(f"sdfg-scan export: --static {name.strip()}: '{text}' is not a Python literal "
+                             "(a number or True/False)") from None
+    return out
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -23,10 +43,19 @@ def _export(args: argparse.Namespace) -> int:
     except ImportError as e:  # pragma: no cover
         print(f"sdfg-scan export: {e}")
         return 2
+    try:
+        static = _static(args.static)
+    except ValueError as e:
+        print(e)
+        return 2
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()] if args.variants else None
     for spec in args.programs:
         ref, _, name = spec.partition("=")
         try:
-            path = export(ref, args.out, name=name or None, hooks=args.hooks)
+            path = export(ref, args.out, name=name or None, hooks=args.hooks, static=static, variants=variants)
+        except ValueError as e:
+            print(e)
+            return 2
         except ImportError as e:
             print(f"sdfg-scan export: cannot import '{ref}' ({e}); gt4py programs need the gt4py venv "
                   "(`make fixtures`, Python >= 3.12, pip install -e '.[gt4py]')")

@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 from sdfg_scan.expansions.environments import ExactArithmetic
+from sdfg_scan.export import stems
 from sdfg_scan.harness import copy_arguments
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -98,16 +99,18 @@ def available(form: str | None = None) -> bool:
 def require(form: str | None = None) -> None:
     if not available(form):
         if form is not None and FIXTURES.is_dir():
-            pytest.skip(f"the fixture '{form}' is absent from {FIXTURES}; produce it with `make fixtures` "
+            target = "make fixtures-graupel" if form.startswith("graupel_run") else "make fixtures"
+            pytest.skip(f"the fixture '{form}' is absent from {FIXTURES}; produce it with `{target}` "
                         "(sdfg-scan export MODULE:PROGRAM, gt4py venv)")
         pytest.skip(SKIP_REASON)
 
 
 def _find(form: str) -> Path | None:
-    for ext in (".sdfg", ".sdfgz"):
-        p = FIXTURES / (form + ext)
-        if p.is_file():
-            return p
+    for stem in stems(form):   # X.opt_nohooks is the exporter's X.opt
+        for ext in (".sdfg", ".sdfgz"):
+            p = FIXTURES / (stem + ext)
+            if p.is_file():
+                return p
     return None
 
 

@@ -38,3 +38,43 @@ def test_export_refuses_what_is_not_a_program(tmp_path, capsys):
         main(["export", "sdfg_scan.export:export", "--out", str(tmp_path)])
     assert main(["export", "no_such_module_xyz:prog", "--out", str(tmp_path)]) == 2
     assert "cannot import" in capsys.readouterr().out
+
+
+def test_export_binds_static_arguments_and_keeps_other_variants(tmp_path, monkeypatch, capsys):
+    """``--static`` binds scalars and domain bounds as ``program.compile(...)`` does (literals in the SDFG);
+    ``--variants`` writes a subset, and a second export of another variant keeps the first one's files."""
+    monkeypatch.syspath_prepend(os.path.dirname(os.path.dirname(__file__)))
+    prog = "tests.gt4py_programs.programs:damped_cumsum=damped"
+    static = ["--static", "alpha=0.25", "--static", "horizontal_start=0", "--static", "horizontal_end=9",
+              "--static", "vertical_start=0", "--static", "vertical_end=7"]
+    assert main(["export", prog, *static, "--variants", "lowered", "--out", str(tmp_path)]) == 0
+    assert main(["export", prog, *static, "--variants", "opt", "--out", str(tmp_path)]) == 0
+    meta = json.loads((tmp_path / "damped.meta.json").read_text())
+    assert meta["static_args"] == {"alpha": 0.25, "horizontal_start": 0, "horizontal_end": 9, "vertical_start": 0,
+                                   "vertical_end": 7}
+    assert set(meta["files"]) == {"lowered", "opt"}
+    for f in meta["files"].values():
+        sdfg = dace.SDFG.from_file(str(tmp_path / f))
+        sdfg.validate()
+        text = json.dumps(sdfg.to_json())
+        assert "0.25" in text and "i_K_gtx_vertical < 7" in text.replace("(", "").replace(")", "")
+        code = [n.code.as_string for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet)]
+        assert not any("alpha" in c for c in code)
+    # refusals name the parameter and the problem, and write nothing
+    assert main(["export", prog, "--static", "beta=1.0", "--variants", "lowered", "--out", str(tmp_path / "x")]) == 2
+    assert "has no parameter 'beta'" in capsys.readouterr().out
+    assert main(["export", prog, "--static", "alpha", "--out", str(tmp_path / "x")]) == 2
+    assert "expects NAME=VALUE" in capsys.readouterr().out
+    assert main(["export", prog, "--static", "alpha=abc", "--out", str(tmp_path / "x")]) == 2
+    assert "not a Python literal" in capsys.readouterr().out
+    assert main(["export", prog, "--variants", "opt_hooks", "--out", str(tmp_path / "x")]) == 2
+    assert "needs hooks=" in capsys.readouterr().out
+    assert not (tmp_path / "x").exists() or not list((tmp_path / "x").iterdir())
+
+
+def test_find_fixture_takes_the_exporters_opt_for_opt_nohooks(tmp_path):
+    from sdfg_scan.export import find_fixture
+
+    (tmp_path / "prog.opt.sdfg").write_text("{}")
+    assert find_fixture("prog.opt_nohooks", roots=[tmp_path]) == tmp_path / "prog.opt.sdfg"
+    assert find_fixture("prog.opt_hooks", roots=[tmp_path]) is None

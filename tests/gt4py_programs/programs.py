@@ -168,6 +168,23 @@ def thomas_pair_ref(a, b, c, d):
     return (x,)
 
 
+# --- 5. a damped cumulative sum with a scalar and explicit domain bounds (the exporter's static arguments) ---
+@gtx.scan_operator(axis=K, forward=True, init=0.0)
+def _damped_scan(state: gtx.float64, x: gtx.float64, alpha: gtx.float64) -> gtx.float64:
+    return state * alpha + x
+
+
+@gtx.field_operator
+def _damped(x: CK, alpha: gtx.float64) -> CK:
+    return _damped_scan(x, alpha)
+
+
+@gtx.program
+def damped_cumsum(x: CK, alpha: gtx.float64, out: CK, horizontal_start: gtx.int32, horizontal_end: gtx.int32,
+                  vertical_start: gtx.int32, vertical_end: gtx.int32):
+    _damped(x, alpha, out=out, domain={Cell: (horizontal_start, horizontal_end), K: (vertical_start, vertical_end)})
+
+
 @dataclass(frozen=True)
 class Case:
     program: object
