@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # dace finds the pip-installed CMake (needed for CUDA builds) only with the venv first on PATH.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: demo test test-long test-gt4py fixtures fixtures-graupel graupel lint bench fuzz clean
+.PHONY: demo test test-long test-gt4py fixtures fixtures-small fixtures-graupel graupel lint bench fuzz clean
 
 # gt4py 1.2.3 needs Python >= 3.12: a second venv for sdfg_scan.gt4py's tests, the exporter and the graupel run.
 # GT4PY_PYTHON is the command that runs such an interpreter (pyenv shims need PYENV_VERSION); empty if none.
@@ -61,8 +61,11 @@ test-gt4py:
 	@if [ -z "$(GT4PY_PYTHON)" ]; then echo "SKIPPED the gt4py tests: $(NO_GT4PY_PYTHON)"; else \
 	  $(MAKE) $(GT4PY_STAMP) && $(GT4PY_BIN)/python -m pytest -q -n 2 --dist loadfile tests/test_gt4py*.py; fi
 
-# regenerate the gt4py SDFG fixtures (the exporter's cache, used by the tests when ../shared is absent)
-fixtures: $(GT4PY_STAMP)
+# regenerate the gt4py SDFG fixtures (the exporter's cache, used by the tests when ../shared is absent):
+# all of them (about two hours, graupel's forms), or fixtures-small (minutes) and fixtures-graupel
+fixtures: fixtures-small fixtures-graupel
+
+fixtures-small: $(GT4PY_STAMP)
 	PYTHONPATH=$(CURDIR) $(GT4PY_BIN)/sdfg-scan export tests.gt4py_programs.programs:cumsum_k=minimal_cumsum_k \
 	  tests.gt4py_programs.programs:thomas_pair tests.gt4py_programs.programs:precip_gated
 	-$(GT4PY_BIN)/python -m pip install -q --no-deps icon4py-common==0.4.1 icon4py-atmosphere-dycore==0.4.1 \
@@ -72,7 +75,7 @@ fixtures: $(GT4PY_STAMP)
 	  icon4py.model.atmosphere.dycore.stencils.solve_tridiagonal_matrix_for_w_forward_sweep:solve_tridiagonal_matrix_for_w_forward_sweep \
 	  icon4py.model.atmosphere.dycore.stencils.solve_tridiagonal_matrix_for_w_back_substitution:solve_tridiagonal_matrix_for_w_back_substitution
 
-# not in CI (about two hours on 2 cores): the graupel fixtures the tests read, into the exporter's cache:
+# about two hours on 2 cores: the graupel fixtures the tests read, into the exporter's cache:
 # graupel_run_dyn (runtime domain; lowered, opt) and graupel_run (static 100 x 65 domain, as the shared
 # set; lowered, opt, opt_hooks with icon4py's graupel hooks), bound as icon4py's graupel driver binds them
 GRAUPEL_PROGRAM := icon4py.model.atmosphere.subgrid_scale_physics.muphys.implementations.graupel:graupel_run
