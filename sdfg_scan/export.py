@@ -70,15 +70,14 @@ def calling_convention(sdfg: dace.SDFG) -> dict[str, dict]:
     return conv
 
 
-def _translate(program: Any, column_axis: Any, auto_optimize: bool, hooks: dict | None,
-               static: dict | None = None) -> dace.SDFG:
+def _translate(gtir: Any, column_axis: Any, auto_optimize: bool, hooks: dict | None) -> dace.SDFG:
     from gt4py.next.program_processors.runners.dace.workflow import factory as gtx_factory
 
     cfg = gtx_factory.DaCeConfig(auto_optimize=auto_optimize, unstructured_horizontal_has_unit_stride=auto_optimize)
     args = {"optimization_hooks": hooks} if hooks else None
     translator = gtx_factory.make_dace_translator(cfg, auto_optimize_args=args, use_metrics=False,
                                                   async_sdfg_call=False)
-    return translator.generate_sdfg(_with_static_args(program, static or {}), {}, column_axis)
+    return translator.generate_sdfg(gtir, {}, column_axis)
 
 
 def _with_static_args(program: Any, static: dict) -> Any:
@@ -156,7 +155,6 @@ def export(ref: str | Any, out: Path | None = None, name: str | None = None,
         raise TypeError(f"sdfg_scan.export: expected a gt4py.next @program, got {type(program).__name__} ({ref})")
     name = name or program.__name__
     out = Path(out or fixture_dir())
-    out.mkdir(parents=True, exist_ok=True)
     extra = resolve(hooks) if isinstance(hooks, str) else hooks
     extra = extra() if callable(extra) and not isinstance(extra, dict) else extra
     unknown = sorted(set(variants or ()) - set(VARIANTS))
@@ -164,13 +162,15 @@ def export(ref: str | Any, out: Path | None = None, name: str | None = None,
         raise ValueError(f"sdfg_scan.export: unknown variant(s) {unknown}; expected some of {list(VARIANTS)}")
     if variants and "opt_hooks" in variants and not extra:
         raise ValueError("sdfg_scan.export: the 'opt_hooks' variant needs hooks= (the extra optimization hooks)")
+    static = dict(static or {})
+    gtir = _with_static_args(program, static)   # checked before anything is written; shared by every variant
     axis = _column_axis(program)
+    out.mkdir(parents=True, exist_ok=True)
     todo: dict[str, tuple[bool, Any]] = {"lowered": (False, None), "opt": (True, None)}
     if extra:
         todo["opt_hooks"] = (True, dict(extra))
     todo["opt_sdfg_scan"] = (True, {"sdfg_scan": True})  # our hooks, made per variant below
     todo = {k: v for k, v in todo.items() if not variants or k in variants}
-    static = dict(static or {})
     path = out / f"{name}.meta.json"
     meta: dict[str, Any] = {"name": name, "program": f"{program.definition.__module__}.{program.__name__}",
                             "note": note, "static_args": static,
@@ -187,7 +187,7 @@ def export(ref: str | Any, out: Path | None = None, name: str | None = None,
             hk = optimization_hooks(gpu=False, reproducibility="exact")
             reports = hk.reports
         t0 = time.perf_counter()
-        sdfg = _translate(program, axis, opt, hk, static)
+        sdfg = _translate(gtir, axis, opt, hk)
         seconds = time.perf_counter() - t0
         fname = f"{name}.{variant}.sdfg"
         sdfg.save(str(out / fname))

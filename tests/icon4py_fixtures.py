@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 from sdfg_scan.expansions.environments import ExactArithmetic
-from sdfg_scan.export import stems
+from sdfg_scan.export import find_fixture
 from sdfg_scan.harness import copy_arguments
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
@@ -106,12 +106,7 @@ def require(form: str | None = None) -> None:
 
 
 def _find(form: str) -> Path | None:
-    for stem in stems(form):   # X.opt_nohooks is the exporter's X.opt
-        for ext in (".sdfg", ".sdfgz"):
-            p = FIXTURES / (stem + ext)
-            if p.is_file():
-                return p
-    return None
+    return find_fixture(form, roots=[FIXTURES])   # X.opt_nohooks is the exporter's X.opt
 
 
 def path_of(form: str) -> Path:
