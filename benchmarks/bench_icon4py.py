@@ -14,8 +14,9 @@ Rows (same process, same seeded inputs, same compiler flags: DaCe's defaults + E
 - ``dycore pair`` at ``--ncells`` x ``--nlev``: the forward sweep and the back substitution as gt4py
   compiles them (two programs, times added; and both scans composed into one program,
   ``tests/tridiagonal_pairs.py``) vs the composed program after ``LiftScans`` +
-  ``ScanPairToTridiagonal`` (one ``TridiagonalSolve``, ``auto`` expansion); min / median / max
-  over the samples.
+  ``ScanPairToTridiagonal`` (one ``TridiagonalSolve``, ``auto`` expansion, which on the CPU runs gt4py's
+  coefficient map inside its blocks), and the same with ``absorb_producer=False`` (``Tridiag. unfused``:
+  the coefficients go through memory); min / median / max over the samples.
 
 "Ours" is ``sdfg_scan.optimize`` (with graupel's driver aliasing declared as ``inplace``).
 
@@ -26,6 +27,7 @@ Usage: ``python benchmarks/bench_icon4py.py [--ncells 20480] [--nlev 65] [--samp
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 import time
 from pathlib import Path
@@ -99,6 +101,7 @@ def samples_of(compiled, kw: dict, samples: int, repeat: int) -> list[float]:
 
 def bench_dycore_pair(size: tuple[int, int], samples: int, repeat: int) -> list[str]:
     """The two dycore scans (separate programs / composed) vs one TridiagonalSolve; rows of text."""
+    from sdfg_scan.nodes.tridiagonal_solve import TridiagonalSolve
     from sdfg_scan.transformations import LiftScans, ScanPairToTridiagonal
 
     ncells, nlev = size
@@ -107,8 +110,13 @@ def bench_dycore_pair(size: tuple[int, int], samples: int, repeat: int) -> list[
     assert ours.apply_transformations_repeated(ScanPairToTridiagonal) == 1
     kw = fx.inputs(tp.FWD, tp.composed_dycore(), ncells=ncells, nlev=nlev)
     fx.assert_bitwise_equal(fx.run("bench_pair", tp.composed_dycore(), kw), fx.run("bench_pair+ours", ours, kw))
+    unfused = copy.deepcopy(ours)  # the coefficients written to memory by gt4py's map, then read by the solve
+    for n, _ in unfused.all_nodes_recursive():
+        if isinstance(n, TridiagonalSolve):
+            n.absorb_producer = False
     progs = {"forward_sweep": (tp.FWD, fx.load(tp.FWD)), "back_substitution": (tp.BACK, fx.load(tp.BACK)),
-             "composed pair": (tp.FWD, tp.composed_dycore()), "TridiagonalSolve": (tp.FWD, ours)}
+             "composed pair": (tp.FWD, tp.composed_dycore()), "Tridiag. unfused": (tp.FWD, unfused),
+             "TridiagonalSolve": (tp.FWD, ours)}
     times: dict[str, list[float]] = {k: [] for k in progs}
     compiled = {k: fx.compile_once(f"bench_pair_{k}", sd) for k, (_, sd) in progs.items()}
     kws = {k: fx.inputs(form, progs[k][1], ncells=ncells, nlev=nlev) for k, (form, _) in progs.items()}
@@ -118,7 +126,8 @@ def bench_dycore_pair(size: tuple[int, int], samples: int, repeat: int) -> list[
     times["two programs"] = [f + b for f, b in zip(times["forward_sweep"], times["back_substitution"], strict=True)]
     ours_t = np.array(times["TridiagonalSolve"])
     rows = []
-    for k in ("forward_sweep", "back_substitution", "two programs", "composed pair", "TridiagonalSolve"):
+    for k in ("forward_sweep", "back_substitution", "two programs", "composed pair", "Tridiag. unfused",
+              "TridiagonalSolve"):
         t = np.array(times[k])
         rows.append(f"{'dycore pair':16} {ncells}x{nlev:<6} {k:18} min {t.min():.3e} med {np.median(t):.3e} "
                     f"max {t.max():.3e}  speed-up of ours (min/med/max) {t.min() / ours_t.min():6.2f} "

@@ -7,6 +7,7 @@ within 1e-12 relative for the ``exact=False`` forms. Refusals leave the SDFG unc
 
 from __future__ import annotations
 
+import copy
 import json
 
 import dace
@@ -64,7 +65,7 @@ def dycore():
     return sdfg
 
 
-@pytest.mark.parametrize("ncells,nlev", [(23, 65), (7, 2), (5, 3)])
+@pytest.mark.parametrize("ncells,nlev", [(23, 65), (7, 2), (5, 3), (600, 65)])
 def test_dycore_bitwise(dycore, ncells, nlev):
     orig = tp.composed_dycore()
     kw = fx.inputs(tp.FWD, orig, ncells=ncells, nlev=nlev)
@@ -72,6 +73,19 @@ def test_dycore_bitwise(dycore, ncells, nlev):
     got = fx.run("dycore-pair-tridiagonal", dycore, kw)
     fx.assert_bitwise_equal(ref, got)
     assert np.isfinite(ref["w"]).all()
+
+
+def test_dycore_expansion_takes_in_the_coefficient_map(dycore):
+    """gt4py's map computing a, b, c, d (from six fields at k-1..k+1) runs inside the CPU blocks: its four
+    [cells, levels] transients are gone once expanded (the bitwise runs above use this expansion)."""
+    sdfg = copy.deepcopy(dycore)
+    node, state = next((n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, TridiagonalSolve))
+    coefficients = {e.data.data for e in state.in_edges(node)}
+    maps_before = sum(isinstance(n, dace.nodes.MapEntry) for n in state.nodes())
+    sdfg.expand_library_nodes()
+    assert not coefficients & set(sdfg.arrays), coefficients & set(sdfg.arrays)
+    assert sum(isinstance(n, dace.nodes.MapEntry) for n in state.nodes()) == maps_before - 1  # the blocks are nested
+    sdfg.validate()
 
 
 def test_dycore_refuses_observable_z_q():

@@ -23,6 +23,7 @@ from sdfg_scan.expansions.thomas import (
     first_level,
     forward,
 )
+from sdfg_scan.expansions.thomas_producer import build_blocked_with_producer
 from sdfg_scan.nodes.base import AutoExpansion, ColumnNode
 
 FLOAT_TYPES = (dace.float32, dace.float64)
@@ -31,6 +32,9 @@ BLOCK_CELLS = 2048
 2-core dev machine; scratch c' and x of a block, 2 x 1.4 MiB in float64 at 90 levels, stay in L2/L3)."""
 BLOCK_COLUMNS = 64
 """Default columns per block when K is contiguous (the block is staged into cell-contiguous scratch)."""
+PRODUCER_BLOCK_CELLS = 256
+"""Default cells per block when the coefficients' producer runs inside the blocks (its per-level
+coefficients, ``[block]`` arrays on the stack, stay in L1)."""
 
 # -- kernels (C++; arithmetic exactly as in sdfg_scan.reference, products rounded before sums) ----
 
@@ -72,12 +76,17 @@ def prefactored_kernel(dtype: dace.typeclass) -> SweepKernel:
 
 
 def build_sweeps(node: ColumnNode, state: dace.SDFGState, kernel: SweepKernel) -> dace.SDFG:
-    """``columns`` on GPUs, for 1-d operands and for ``block_size=1``; else ``blocked``."""
+    """``columns`` on GPUs, for 1-d operands and for ``block_size=1``; else ``blocked``, with the map that
+    computes the coefficients inside the blocks where there is one (cells contiguous, ``absorb_producer``)."""
     ctx = context_of(node, state)
     cell, contiguous = ctx.layout.cell_axis, ctx.layout.cells_contiguous
     block = node.block_size or (BLOCK_CELLS if contiguous else BLOCK_COLUMNS)
     if ctx.target == "gpu" or cell is None or block == 1:
         return build_columns(node, state, kernel)
+    if contiguous and node.absorb_producer:
+        fused = build_blocked_with_producer(node, state, kernel, cell, node.block_size or PRODUCER_BLOCK_CELLS)
+        if fused is not None:
+            return fused
     return build_blocked(node, state, kernel, cell, block, stage=not contiguous)
 
 
@@ -195,6 +204,11 @@ class _TridiagonalBase(ColumnNode):
                                      desc="cells per block on CPU; 0: automatic "
                                           f"({BLOCK_CELLS} cell-contiguous, {BLOCK_COLUMNS} K-contiguous); "
                                           "1: one column per map iteration")
+    absorb_producer = properties.Property(
+        dtype=bool, default=True, category="Expansion",
+        desc="CPU thomas with cells contiguous: a pointwise map that computes the coefficients (and only "
+             "them) runs inside the blocks, per level, instead of writing them to memory "
+             "(sdfg_scan/expansions/thomas_producer.py); same values, bitwise")
 
     def _check(self, state: dace.SDFGState, inputs: list[str], outputs: list[str]) -> dace.typeclass:
         if self.block_size < 0:
@@ -240,7 +254,9 @@ class TridiagonalSolve(_TridiagonalBase):
     implementation  targets    reproducible   schedule
     ==============  =========  =============  ======================================================
     ``thomas``      cpu, gpu   exact          CPU blocks of cells, vectorised cell loop (K-contiguous
-                                              blocks are staged cell-contiguous); GPU one thread/column
+                                              blocks are staged cell-contiguous; with cells contiguous
+                                              a pointwise map computing the coefficients runs inside
+                                              the blocks: ``absorb_producer``); GPU one thread/column
     ``pcr``         cpu, gpu   replay         parallel cyclic reduction: (column, level) map per step,
                                               log2(n) steps; for few, long columns and GPUs
     ``cusparse``    gpu        replay         cuSPARSE gtsvInterleavedBatch (cells contiguous) or
