@@ -1,11 +1,12 @@
 """The CPU ``thomas`` expansion takes in the map that computes its coefficients (thomas_producer.py).
 
-One SDFG per layout holds several solves, each fed by its own gt4py-like map over (level, cell) that
-reads its inputs at level offsets: the ones that may absorb their map (default and small blocks, a map
-computing only some coefficients) and the ones that must not (a coefficient read elsewhere, a map that
-also writes another array, a map reading the solve's own output, a map not covering the last level).
-Every output is compared bitwise with ``reference.tridiagonal_solve`` on the coefficients computed by
-NumPy, and the expanded SDFG shows which maps were absorbed (their coefficient arrays are gone).
+One SDFG per layout holds several solves (and a factorisation), each fed by its own gt4py-like map
+over (level, cell) that reads its inputs at level offsets: the ones that may absorb their map (default
+and small blocks, a map computing only some coefficients, a ``TridiagonalFactor``) and the ones that
+must not (a coefficient read elsewhere, a map that also writes another array, a map reading the
+solve's own output, a map not covering the last level). Every output is compared bitwise with
+``reference.tridiagonal_solve`` (``tridiagonal_factor``) on the coefficients computed by NumPy, and
+the expanded SDFG shows which maps were absorbed (their coefficient arrays are gone).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import pytest
 from sdfg_scan import reference
 from sdfg_scan.expansions.thomas_producer import find_producer
 from sdfg_scan.harness import numpy_array, strides_for
-from sdfg_scan.nodes import TridiagonalSolve
-from sdfg_scan.nodes.tridiagonal_solve import thomas_kernel
+from sdfg_scan.nodes import TridiagonalFactor, TridiagonalSolve
+from sdfg_scan.nodes.tridiagonal_solve import factor_kernel, thomas_kernel
 
 N, K = dace.symbol("N"), dace.symbol("K")
 # solve -> (block_size, what its map does differently); "absorbed": whether the map may be taken in
@@ -31,6 +32,7 @@ CASES = {
     "shared": (0, "shared", False),         # b is also copied to an output
     "extra": (0, "extra", False),           # the map also writes another array
     "own_output": (0, "own_output", False),  # the map reads the solve's output
+    "factor": (0, "factor", True),          # a TridiagonalFactor: the map computes a, b, c
 }
 SHORT = {"short": (0, "short", False)}      # the map skips the last level (found only: never run)
 SIZES = [(1, 1), (3, 2), (130, 65), (64, 1), (5, 3)]
@@ -46,13 +48,15 @@ def _coefficients(p, q, r, s):
 
 
 def _add_case(sdfg: dace.SDFG, state: dace.SDFGState, name: str, block: int, variant: str | None, layout: str):
-    coefs = "ab" if variant == "two" else "abcd"
+    coefs = {"two": "ab", "factor": "abc"}.get(variant or "", "abcd")
     strides = strides_for([N, K], 1, layout)
     tmp = {}
     for c in coefs:
         tmp[c] = f"{name}_{c}"
         sdfg.add_array(tmp[c], [N, K], dace.float64, strides=strides, transient=True)
-    sdfg.add_array(f"x_{name}", [N, K], dace.float64, strides=strides)
+    outputs = {"w": f"w_{name}", "cp": f"cp_{name}"} if variant == "factor" else {"x": f"x_{name}"}
+    for out in outputs.values():
+        sdfg.add_array(out, [N, K], dace.float64, strides=strides)
     sdfg.add_scalar(f"{name}_t", dace.float64, transient=True)
     last = "K - 1" if variant == "short" else "K"
     me, mx = state.add_map(f"{name}_map", {"k": f"0:{last}", "i": "0:N"})
@@ -77,10 +81,10 @@ def _add_case(sdfg: dace.SDFG, state: dace.SDFGState, name: str, block: int, var
     for conn, mem in (("_q", "q[i, k]"), ("_r0", "r[i, k]"), ("_r1", "r[i, k + 1]"), ("_p1", "p[i, k + 1]")) + (
             (("_x", f"x_{name}[i, k]"),) if variant == "own_output" else ()):
         state.add_memlet_path(reads[mem.split("[")[0]], me, coef, dst_conn=conn, memlet=dace.Memlet(mem))
-    node = TridiagonalSolve(name, axis=1, block_size=block)
+    node = TridiagonalFactor(name, axis=1) if variant == "factor" else TridiagonalSolve(name, axis=1, block_size=block)
     node.implementation = "thomas"
     state.add_node(node)
-    for c in "abcd":
+    for c in ("abc" if variant == "factor" else "abcd"):
         if c in tmp:
             acc = state.add_access(tmp[c])
             state.add_memlet_path(coef, mx, acc, src_conn="_" + c, memlet=dace.Memlet(f"{tmp[c]}[i, k]"))
@@ -93,7 +97,8 @@ def _add_case(sdfg: dace.SDFG, state: dace.SDFGState, name: str, block: int, var
     if variant == "extra":
         sdfg.add_array(f"e_{name}", [N, K], dace.float64, strides=strides)
         state.add_memlet_path(coef, mx, state.add_write(f"e_{name}"), src_conn="_e", memlet=dace.Memlet(f"e_{name}[i, k]"))
-    state.add_edge(node, "x", state.add_write(f"x_{name}"), None, dace.Memlet(f"x_{name}[0:N, 0:K]"))
+    for conn, out in outputs.items():
+        state.add_edge(node, conn, state.add_write(out), None, dace.Memlet(f"{out}[0:N, 0:K]"))
 
 
 def build(layout: str, cases: dict = CASES) -> dace.SDFG:
@@ -109,7 +114,8 @@ def build(layout: str, cases: dict = CASES) -> dace.SDFG:
 
 
 def _find(sdfg, name):
-    return next((n, st) for n, st in sdfg.all_nodes_recursive() if isinstance(n, TridiagonalSolve) and n.label == name)
+    return next((n, st) for n, st in sdfg.all_nodes_recursive()
+                if isinstance(n, (TridiagonalSolve, TridiagonalFactor)) and n.label == name)
 
 
 @pytest.mark.parametrize("layout", ["cell", "k"])
@@ -118,13 +124,14 @@ def test_which_maps_are_found(layout):
     sdfg = build(layout, cases)
     for name, (_, _, absorbed) in cases.items():
         node, state = _find(sdfg, name)
-        found = find_producer(node, state, thomas_kernel(dace.float64), 1)
+        kernel = (factor_kernel if isinstance(node, TridiagonalFactor) else thomas_kernel)(dace.float64)
+        found = find_producer(node, state, kernel, 1)
         assert (found is not None) == absorbed, name   # find_producer itself does not look at the layout
     before = copy.deepcopy(sdfg).to_json()
     sdfg.expand_library_nodes()
     left = {n for n in sdfg.arrays if any(n == f"{c}_{x}" for c in cases for x in "abcd")}
     for name, (_, variant, absorbed) in cases.items():
-        mine = {f"{name}_{c}" for c in ("ab" if variant == "two" else "abcd")}
+        mine = {f"{name}_{c}" for c in {"two": "ab", "factor": "abc"}.get(variant or "", "abcd")}
         assert (not (mine & left)) == (absorbed and layout == "cell"), name
     assert before != sdfg.to_json()
 
@@ -150,7 +157,8 @@ def test_bitwise_equal_to_the_reference(layout):
                 "c": numpy_array(c_in, 1, layout), "d": numpy_array(d_in, 1, layout), "s": s.copy()}
         outs = {}
         for name, (_, variant, _) in CASES.items():
-            outs[f"x_{name}"] = numpy_array(np.zeros((ncol, nlev)), 1, layout)
+            for out in (("w", "cp") if variant == "factor" else ("x",)):
+                outs[f"{out}_{name}"] = numpy_array(np.zeros((ncol, nlev)), 1, layout)
             if variant == "shared":
                 outs[f"b_{name}"] = numpy_array(np.zeros((ncol, nlev)), 1, layout)
             if variant == "extra":
@@ -164,3 +172,5 @@ def test_bitwise_equal_to_the_reference(layout):
         two = reference.tridiagonal_solve(a, b, c_in, d_in, axis=1)
         assert np.array_equal(bits(outs["x_fused_two"]), bits(two)), (layout, ncol, nlev)
         assert np.array_equal(outs["b_shared"], b) and np.array_equal(outs["e_extra"], q)
+        w, cp = reference.tridiagonal_factor(a, b, c, axis=1)
+        assert np.array_equal(bits(outs["w_factor"]), bits(w)) and np.array_equal(bits(outs["cp_factor"]), bits(cp))
