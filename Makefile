@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # dace finds the pip-installed CMake (needed for CUDA builds) only with the venv first on PATH.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: demo test test-long test-gt4py fixtures fixtures-small fixtures-graupel graupel lint bench fuzz clean
+.PHONY: demo test test-long test-gt4py fixtures fixtures-small fixtures-graupel graupel solve-w lint bench fuzz clean
 
 # gt4py 1.2.3 needs Python >= 3.12: a second venv for sdfg_scan.gt4py's tests, the exporter and the graupel run.
 # GT4PY_PYTHON is the command that runs such an interpreter (pyenv shims need PYENV_VERSION); empty if none.
@@ -94,6 +94,12 @@ graupel: $(GT4PY_STAMP)
 	$(GT4PY_BIN)/python -m pip install -q --no-deps icon4py-common==0.4.1 icon4py-atmosphere-muphys==0.4.1
 	$(GT4PY_BIN)/python -m pip install -q cattrs pyyaml
 	$(GT4PY_BIN)/python samples/graupel_gt4py.py
+
+# not in CI: icon4py's dycore solve_w (the Thomas pair as icon4py composes it) stock vs sdfg_scan (minutes)
+solve-w: $(GT4PY_STAMP)
+	$(GT4PY_BIN)/python -m pip install -q --no-deps icon4py-common==0.4.1 icon4py-atmosphere-dycore==0.4.1
+	$(GT4PY_BIN)/python -m pip install -q cattrs pyyaml
+	$(GT4PY_BIN)/python samples/solve_w_gt4py.py
 
 # not in CI: the randomised differential test of optimize with many random (not derandomised) examples;
 # FUZZ_EXAMPLES=n to change the count; failures are shrunk and kept in .hypothesis/ (rerun replays them)
