@@ -127,6 +127,29 @@ def test_hooks_lift_every_scan_and_the_choice_survives_auto_optimize(program):
     sdfg.validate()
 
 
+def test_concat_where_pair_becomes_one_tridiagonal_solve():
+    """icon4py's solve_w shape (``thomas_concat``: the elimination under ``concat_where(K > 0, ..., zeros)``,
+    the substitution on every level, coefficients computed pointwise) is recognised at the hooks' first
+    stage; the bitwise runs of the matrix above check the result on every shape and layout."""
+    hooks = sg.optimization_hooks(gpu=False, reproducibility="exact")
+    sdfg = _translate("thomas_concat", hooks)
+    applied = hooks.reports[0].applied
+    assert applied.get("ScanPairToTridiagonal") == 1 and applied.get("LiftScans") == 2, applied
+    sdfg.validate()
+
+
+def test_concat_where_pair_with_a_nonzero_fill_is_left_alone():
+    """The same shape with ``z_q = 1`` on the top level is not a Thomas pair: both scans stay."""
+    from gt4py_programs.programs import thomas_concat_ones
+
+    hooks = sg.optimization_hooks(gpu=False, reproducibility="exact")
+    translator = gtx_factory.make_dace_translator(gtx_factory.DaCeConfig(),
+                                                  auto_optimize_args={"optimization_hooks": hooks})
+    translator.generate_sdfg(thomas_concat_ones.gtir, {}, K).validate()
+    applied = hooks.reports[0].applied
+    assert applied.get("ScanPairToTridiagonal") == 0 and applied.get("LiftScans") == 2, applied
+
+
 @pytest.mark.gpu
 def test_gpu_hooks_lift_expand_and_the_cuda_compiles(tmp_path):
     """The GPU path end to end up to the compiler: gt4py's GPU translator (``DaCeConfig(gpu=True)``) with

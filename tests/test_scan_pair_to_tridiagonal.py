@@ -214,3 +214,17 @@ def test_optimize_recognises_the_factored_form():
     kw = {k: v for k, v in tp.factored_inputs(5, 17, "k", seed=1).items() if k not in ("w", "cp")}
     fx.assert_bitwise_equal(fx.run("factored-k-True-original", tp.factored("k", "exact", True), kw),
                             fx.run("factored-optimized", sdfg, kw))
+
+
+def test_levels_agree_decides_min_max_ranges_on_a_grid():
+    """What the concat_where form's cover check relies on: gt4py's level bounds are Min/Max expressions."""
+    import sympy
+
+    from sdfg_scan.transformations.scan_pair_to_tridiagonal_concat import levels_agree
+
+    k0, k1, last = sympy.symbols("K0 K1 L", integer=True)
+    end = sympy.Min(k1, last)
+    skipped = (k0, sympy.Max(k0, sympy.Min(sympy.Max(1, k0), end)))   # levels before the elimination's first
+    assert levels_agree(skipped, (k0, sympy.Min(1, k1, last)))         # what gt4py's zero fill writes
+    assert not levels_agree(skipped, (k0, sympy.Min(2, k1, last)))
+    assert levels_agree((3, 1), (5, 0))                                 # two empty ranges

@@ -6,6 +6,7 @@ import itertools
 from dataclasses import dataclass, field
 
 import dace
+import sympy
 from dace import properties, subsets
 from dace.sdfg import nodes
 from dace.sdfg import utils as sdutil
@@ -22,6 +23,12 @@ from sdfg_scan.transformations.scan_pair_to_tridiagonal_algebra import (
     same_value,
     substitution_form,
     thomas_forms,
+)
+from sdfg_scan.transformations.scan_pair_to_tridiagonal_concat import (
+    add_skipped_levels,
+    check_cover,
+    concat_of,
+    prune_dead,
 )
 from sdfg_scan.transformations.scan_pair_to_tridiagonal_outer import (
     Column,
@@ -48,6 +55,8 @@ class _Plan:
     swap: bool = False
     notes: list = field(default_factory=list)
     prefactored: bool = False   # the forward substitution of a factored solve: (a, w, cp, d) -> x
+    skipped: tuple | None = None   # icon4py's concat_where form: (x index, elimination, substitution)
+    dead: list = field(default_factory=list)   # what fed only the removed fill maps (concat_where form)
 
 
 @properties.make_properties
@@ -106,6 +115,16 @@ class ScanPairToTridiagonal(ValueMatched):
     agree within 1e-12 relative on diagonally dominant systems; they are only accepted with
     ``exact=False``.
 
+    **icon4py's concat_where form** (``solve_w`` in icon4py 0.4.1): the elimination runs under
+    ``concat_where(K > 0, ..., zeros)``, so each intermediate is a shifted copy of the elimination's output
+    plus a map writing the constant 0 on the levels it skips (traced back through gt4py's broadcast
+    copies), and the substitution covers those levels too. The pair then becomes one ``TridiagonalSolve``
+    over the elimination's levels, and a map writes the skipped levels as the substitution computed them
+    there, ``x = 0 - 0 * x[first solved level]`` (``0 - 0 * 0`` where no level is solved): bitwise the
+    original. The level ranges are ``Min``/``Max`` expressions; that the fill covers exactly the skipped
+    levels is checked on a grid of symbol values (``scan_pair_to_tridiagonal_concat.levels_agree``). Carry
+    inits may come from constant tasklets outside the maps (the lowered form gt4py's first hook sees).
+
     Legality checks (``can_be_applied`` runs the same analysis as ``apply``; refused => unchanged):
 
     - ``column_of``: each scan is alone in a top-level, unit-step, one-parameter map (constant-init
@@ -129,7 +148,14 @@ class ScanPairToTridiagonal(ValueMatched):
         node = TridiagonalSolve(f"{self.scan.label}_tridiagonal", axis=plan.axis, prefactored=plan.prefactored)
         node.debuginfo = self.scan.debuginfo
         ins = {role: plan.sources[role] for role in (_PREFACTORED_ROLES if plan.prefactored else _ROLES)}
-        return replace_scans(graph, sdfg, node, ins, {"x": (plan.dst, plan.out_window)}, plan.removable, plan.drop_data)
+        solved = plan.dst if plan.skipped is None else graph.add_access(plan.dst.data)
+        node = replace_scans(graph, sdfg, node, ins, {"x": (solved, plan.out_window)}, plan.removable,
+                             plan.drop_data)
+        if plan.skipped is not None:
+            add_skipped_levels(graph, solved, plan.dst, *plan.skipped)
+            prune_dead(graph, sdfg, plan.dead)
+            sdfg.root_sdfg.reset_cfg_list()
+        return node
 
 
 def replace_scans(graph: dace.SDFGState, sdfg: dace.SDFG, node, ins: dict, outs: dict, removable: list,
@@ -204,7 +230,11 @@ def _plan(state: dace.SDFGState, sdfg: dace.SDFG, scan: Scan, exact: bool) -> _P
         sub = column_of(state, sdfg, first)
         if len(sub.carries) == 1:   # a forward substitution: the pre-factored form
             return _prefactored_plan(state, sdfg, back, p, q, s, ex_back, p_node, q_node, sub, exact)
-    producers = {e.src for n in (p_node, q_node) for e in state.in_edges(n)}
+    concats = {n: concat_of(state, sdfg, n) for n in (p_node, q_node)}
+    if (concats[p_node] is None) != (concats[q_node] is None):
+        raise Refuse("one intermediate is a concat_where, the other not")
+    written = {n: (c.source if c is not None else n) for n, c in concats.items()}
+    producers = {e.src for n in written.values() for e in state.in_edges(n)}
     if len(producers) != 1 or not isinstance(next(iter(producers)), nodes.MapExit):
         raise Refuse("c' and d' do not come from one map")
     elim_scan = next((e.src for e in state.in_edges(next(iter(producers))) if isinstance(e.src, Scan)), None)
@@ -227,8 +257,13 @@ def _plan(state: dace.SDFGState, sdfg: dace.SDFG, scan: Scan, exact: bool) -> _P
         if len(hits) != 1:
             raise Refuse("an elimination output is not its new carry")
         conn_of[carry] = hits[0]
-    if not same(elim.range, back.range) or not same(elim.levels, back.levels):
-        raise Refuse("the scans cover different cells or levels")
+    concat = concats[p_node] is not None
+    if not same(elim.range, back.range):
+        raise Refuse("the scans cover different cells")
+    if not concat and not same(elim.levels, back.levels):
+        raise Refuse("the scans cover different levels")
+    if concat and (swap or not same(elim.levels[1], back.levels[1])):
+        raise Refuse("a concat_where pair must eliminate forward down to the substitution's last level")
 
     # where U and V go: B reads at level k exactly what E wrote there
     x_conn = back.writes[0][0]
@@ -239,13 +274,21 @@ def _plan(state: dace.SDFGState, sdfg: dace.SDFG, scan: Scan, exact: bool) -> _P
     x_idx = outer_index(sdfg, back, x_edge, back.writes[0][1])
     for carry, leaf, node in ((u, p, p_node), (v, q, q_node)):
         w_edge = elim.out_edge(conn_of[carry])
-        if state.memlet_path(w_edge)[-1].dst is not node:
+        if state.memlet_path(w_edge)[-1].dst is not written[node]:
             raise Refuse("c' or d' does not reach the back substitution")
         w_idx = outer_index(sdfg, elim, w_edge, outs[conn_of[carry]][0])
         r_idx = outer_index(sdfg, back, back.in_edge(leaf[1]), back.reads[leaf])
+        c = concats[node]
+        if c is not None:   # through the copy: N index = T index + shift
+            w_idx = tuple(sympy.expand(wi + sh) for wi, sh in zip(w_idx, c.shift, strict=True))
         if not same(w_idx, r_idx):
             raise Refuse("the back substitution reads other elements than the elimination wrote")
-        intermediate_ok(state, sdfg, node, dst if carry == v else None, w_idx, x_idx)
+        if c is None:
+            intermediate_ok(state, sdfg, node, dst if carry == v else None, w_idx, x_idx)
+        else:
+            if node.data == dst.data:
+                raise Refuse("a concat_where intermediate is also the output")
+            check_cover(c, elim, back, r_idx)
     if len(state.out_edges(p_node)) != 1 or len(state.out_edges(q_node)) != 1:
         raise Refuse("an intermediate is read elsewhere")
 
@@ -260,7 +303,7 @@ def _plan(state: dace.SDFGState, sdfg: dace.SDFG, scan: Scan, exact: bool) -> _P
         if d != dims:
             raise Refuse("operands order cells and levels differently")
         sources[role] = (src, win)
-    out_win, d = window(x_idx, back)
+    out_win, d = window(x_idx, elim)
     if d != dims:
         raise Refuse("operands order cells and levels differently")
     dtypes = {sdfg.arrays[n.data].dtype for n, _ in sources.values()} | {sdfg.arrays[dst.data].dtype}
@@ -270,7 +313,17 @@ def _plan(state: dace.SDFGState, sdfg: dace.SDFG, scan: Scan, exact: bool) -> _P
         sources["a"], sources["c"] = sources["c"], sources["a"]
     removable = elim.removable + back.removable + [p_node, q_node]
     drop = [n.data for n in (p_node, q_node) if n.data != dst.data] + elim.drop_data + back.drop_data
-    return _Plan(removable, sorted(set(drop)), sources, dst, out_win, dims.index("level"), is_exact, swap)
+    dead: list = []
+    for c in concats.values():
+        if c is not None:
+            if {e.dst for e in state.out_edges(c.fill_exit)} - {p_node, q_node}:
+                raise Refuse("a fill map writes more than the two intermediates")
+            removable += c.removable
+            drop += c.drop
+            dead += c.fill_inputs
+    removable = list(dict.fromkeys(removable))   # one fill map may write both intermediates
+    return _Plan(removable, sorted(set(drop)), sources, dst, out_win, dims.index("level"), is_exact, swap,
+                 skipped=(x_idx, elim, back) if concat else None, dead=dead)
 
 
 def _producer_scan(state: dace.SDFGState, node: nodes.AccessNode) -> Scan | None:

@@ -83,11 +83,14 @@ def _zero_constant(code: str) -> bool:
 
 
 def _init_nodes(state, sdfg, scan, conn, entry) -> list:
-    """The constant-zero tasklet and one-element transient feeding ``conn`` (refuses otherwise)."""
+    """The constant-zero tasklet and one-element transient feeding ``conn``, inside the map (gt4py's
+    optimised form) or outside it, through the map entry (the lowered form gt4py's first hooks see);
+    refuses otherwise."""
     edges = [e for e in state.in_edges(scan) if e.dst_conn == conn]
-    if len(edges) != 1 or edges[0].src is entry:
-        raise Refuse("an init value does not come from a constant inside the map")
-    acc = edges[0].src
+    if len(edges) != 1:
+        raise Refuse("an init value does not come from one edge")
+    outside = edges[0].src is entry
+    acc = state.memlet_path(edges[0])[0].src if outside else edges[0].src
     desc = sdfg.arrays.get(acc.data) if isinstance(acc, nodes.AccessNode) else None
     if desc is None or not desc.transient or desc.total_size != 1:
         raise Refuse("an init value is not a one-element transient")
@@ -99,7 +102,9 @@ def _init_nodes(state, sdfg, scan, conn, entry) -> list:
     t = state.in_edges(acc)[0].src
     if not isinstance(t, nodes.Tasklet) or state.out_degree(t) != 1 or t.language != dace.Language.Python:
         raise Refuse("an init value is not a tasklet's")
-    if any(not e.data.is_empty() or e.src is not entry for e in state.in_edges(t)):
+    if outside and (state.entry_node(t) is not None or state.in_degree(t) != 0):
+        raise Refuse("an init tasklet outside the map has inputs")
+    if not outside and any(not e.data.is_empty() or e.src is not entry for e in state.in_edges(t)):
         raise Refuse("an init tasklet has inputs")
     if not _zero_constant(t.code.as_string):
         raise Refuse("a carry does not start from zero")
@@ -138,7 +143,7 @@ def column_of(state: dace.SDFGState, sdfg: dace.SDFG, scan: Scan) -> Column:
         if scan.body.arrays[c.name].total_size != 1:
             raise Refuse(f"carry '{c.name}' is not one element")
         extra += _init_nodes(state, sdfg, scan, c.init, entry)
-    if set(state.scope_children()[entry]) != {scan, exit_} | set(extra):
+    if set(state.scope_children()[entry]) != {scan, exit_} | {n for n in extra if state.entry_node(n) is entry}:
         raise Refuse("the map holds more than the scan and its init constants")
     carries = sorted(s.carries)
     values, writes, reads = level_values(scan.body, s.loop, set(carries))

@@ -199,6 +199,12 @@ class _Body:
         return self.sdfg
 
 
+def levels(nk):
+    """The level count a column loop runs: ``Max(0, nk)`` (a window over an empty level range of a
+    symbolic program, ``stop - start < 0``, must give empty loops and empty scratch, not a negative size)."""
+    return dace.symbolic.pystr_to_symbolic(f"Max(0, {dace.symbolic.symstr(nk)})")
+
+
 def _symbol_mapping(outer: dace.SDFG, inner: dace.SDFG, extra: dict) -> dict:
     mapping = {s: dace.symbol(s, outer.symbols[s]) for s in outer.symbols if s in inner.free_symbols}
     mapping.update(extra)
@@ -232,7 +238,8 @@ def build_columns(node: ColumnNode, state: dace.SDFGState, kernel: SweepKernel) 
     x_stride = descs[kernel.outputs[0]].strides[axis]
     levels_inner = not on_gpu and not dace.symbolic.issymbolic(x_stride) and x_stride == 1
     for s in kernel.scratch:
-        outer.add_array(s, shape, kernel.dtype, transient=True, strides=_scratch_strides(shape, axis, levels_inner),
+        size = [levels(n) for n in shape]   # never negative (an empty window of a symbolic program)
+        outer.add_array(s, size, kernel.dtype, transient=True, strides=_scratch_strides(size, axis, levels_inner),
                         storage=storage)
         descs[s] = outer.arrays[s]
     body = _Body(kernel, f"{node.label}_column", None)
@@ -250,7 +257,7 @@ def build_columns(node: ColumnNode, state: dace.SDFGState, kernel: SweepKernel) 
     ins = kernel.inputs + kernel.scratch
     outs = kernel.outputs + kernel.scratch
     nsdfg = st.add_nested_sdfg(inner, dict.fromkeys(ins), dict.fromkeys(outs),
-                               symbol_mapping=_symbol_mapping(outer, inner, {NK: nk}))
+                               symbol_mapping=_symbol_mapping(outer, inner, {NK: levels(nk)}))
     _connect(st, me, mx, nsdfg, ins, outs, {c: idx for c in ins + outs})
     return outer
 
@@ -281,7 +288,7 @@ def build_blocked(node: ColumnNode, state: dace.SDFGState, kernel: SweepKernel, 
     params[cell_axis] = f"{block}*_blk:Min({ncs}, {block}*_blk + {block})"
     nk = shape[axis]
     idx = ", ".join(f"0:{dace.symbolic.symstr(nk)}" if d == axis else params[d] for d in range(len(shape)))
-    extra = {NK: nk, NB: dace.symbolic.pystr_to_symbolic(f"Min({block}, {ncs} - {block}*_blk)")}
+    extra = {NK: levels(nk), NB: dace.symbolic.pystr_to_symbolic(f"Min({block}, {ncs} - {block}*_blk)")}
     nsdfg = st.add_nested_sdfg(inner, dict.fromkeys(kernel.inputs), dict.fromkeys(kernel.outputs),
                                symbol_mapping=_symbol_mapping(outer, inner, extra))
     _connect(st, me, mx, nsdfg, kernel.inputs, kernel.outputs, {c: idx for c in kernel.inputs + kernel.outputs})

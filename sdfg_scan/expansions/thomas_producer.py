@@ -43,7 +43,7 @@ import sympy
 from dace import dtypes, nodes, subsets, symbolic
 from dace.sdfg.state import LoopRegion
 
-from sdfg_scan.expansions.thomas import CELL, NB, NK, ColumnNode, K, SweepKernel
+from sdfg_scan.expansions.thomas import CELL, NB, NK, ColumnNode, K, SweepKernel, levels
 
 C0 = "_c0"
 """First value of the producer's cell parameter in a block (a symbol of the block's SDFG)."""
@@ -192,6 +192,11 @@ def _scope_is_plain(state, entry) -> bool:
             return False
         if isinstance(n, nodes.AccessNode):
             names.add(n.data)
+    for e in state.scope_subgraph(entry, include_entry=True, include_exit=False).edges():
+        if isinstance(e.dst, nodes.AccessNode) and isinstance(e.src, (nodes.AccessNode, nodes.EntryNode)):
+            subs = (e.data.get_src_subset(e, state), e.data.get_dst_subset(e, state))
+            if any(x is None or x.num_elements() != 1 for x in subs):   # copies become one-element tasklets
+                return False
     return not any(n.startswith(PREFIX) or n in RESERVED for n in names)
 
 
@@ -230,6 +235,19 @@ def find_producer(node: ColumnNode, state: dace.SDFGState, kernel: SweepKernel, 
 
 # -- building -----------------------------------------------------------------------------------------
 
+def _copy_tasklet(state: dace.SDFGState, e, dst: dace.SDFGState, src_node, dst_node) -> None:
+    """A data copy inside the producer (access node or map entry -> access node) as an explicit tasklet
+    ``_o = _i`` in ``dst``: the same value, and no copy edge for later passes to turn into code outside the
+    block's loops (seen with gt4py's pipeline after the hooks)."""
+    src_data = e.src.data if isinstance(e.src, nodes.AccessNode) else e.data.data
+    src_sub, dst_sub = e.data.get_src_subset(e, state), e.data.get_dst_subset(e, state)
+    if src_sub is None or dst_sub is None or src_sub.num_elements() != 1 or dst_sub.num_elements() != 1:
+        raise ValueError("the producer copies more than one element per iteration")
+    t = dst.add_tasklet(f"{PREFIX}copy_{dst_node.data}", {"_i"}, {"_o"}, "_o = _i")
+    dst.add_edge(src_node, e.src_conn, t, "_i", dace.Memlet(data=src_data, subset=copy.deepcopy(src_sub)))
+    dst.add_edge(t, "_o", dst_node, None, dace.Memlet(data=dst_node.data, subset=copy.deepcopy(dst_sub)))
+
+
 def _copy_scope(state: dace.SDFGState, p: Producer, dst: dace.SDFGState, block: dace.SDFG):
     """The producer's map in ``dst`` for one level (``level_start + _k``) and the block's cells, its
     inner transients declared in ``block``; each coefficient goes to a scalar ``_tri_coef_<conn>`` inside
@@ -256,6 +274,9 @@ def _copy_scope(state: dace.SDFGState, p: Producer, dst: dace.SDFGState, block: 
             conn = coef_by_conn[e.dst_conn[3:]]
             scalars[conn] = dst.add_access(f"{PREFIX}coef_{conn}")
             dst.add_edge(new[e.src], e.src_conn, scalars[conn], None, dace.Memlet(f"{PREFIX}coef_{conn}[0]"))
+            continue
+        if isinstance(e.dst, nodes.AccessNode) and isinstance(e.src, (nodes.AccessNode, nodes.EntryNode)):
+            _copy_tasklet(state, e, dst, new[e.src], new[e.dst])
             continue
         dst.add_edge(new[e.src], e.src_conn, new[e.dst], e.dst_conn, copy.deepcopy(e.data))
     for c in list(mx.in_connectors):
@@ -289,6 +310,11 @@ def _add_loop(block: dace.SDFG, state: dace.SDFGState, p: Producer, spec, label:
         me, mx = st.add_map(label + "_cells", {CELL: f"0:{NB}"}, schedule=dtypes.ScheduleType.Sequential)
         cell = CELL
     reads: dict[str, nodes.AccessNode] = {}
+    for arr in sorted(set(scalars) - {a for _, a, _ in spec.reads}):
+        # a coefficient this sweep does not use (a at level 0): still an input of the step, so that no
+        # node of the map's body dangles inside the scope (later passes would hoist it out of the loops)
+        tasklet.add_in_connector(f"_unused_{arr}")
+        st.add_edge(scalars[arr], None, tasklet, f"_unused_{arr}", dace.Memlet(f"{PREFIX}coef_{arr}[0]"))
     for conn, arr, off in spec.reads:
         if arr in scalars:
             st.add_edge(scalars[arr], None, tasklet, conn, dace.Memlet(f"{PREFIX}coef_{arr}[0]"))
@@ -377,7 +403,7 @@ def build_blocked_with_producer(node: ColumnNode, state: dace.SDFGState, kernel:
     me, mx = st.add_map(f"{node.label}_blocks", {"_blk": f"0:int_ceil({symbolic.symstr(ncs)}, {block})"})
     cells = f"{block}*_blk:Min({symbolic.symstr(ncs)}, {block}*_blk + {block})"
     idx = ", ".join(f"0:{symbolic.symstr(nk)}" if d == axis else cells for d in range(2))
-    extra = {NK: nk, NB: symbolic.pystr_to_symbolic(f"Min({block}, {symbolic.symstr(ncs)} - {block}*_blk)"),
+    extra = {NK: levels(nk), NB: symbolic.pystr_to_symbolic(f"Min({block}, {symbolic.symstr(ncs)} - {block}*_blk)"),
              C0: p.cell_start + block * symbolic.symbol("_blk")}
     ins = [n for n in p.inputs] + [PREFIX + c for c in kernel.inputs if c in windows]
     outs = [PREFIX + c for c in kernel.outputs]

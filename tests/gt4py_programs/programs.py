@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import gt4py.next as gtx
 import numpy as np
+from gt4py.next import broadcast
+from gt4py.next.experimental import concat_where
 
 Cell = gtx.Dimension("Cell")
 K = gtx.Dimension("K", kind=gtx.DimensionKind.VERTICAL)
@@ -168,6 +170,65 @@ def thomas_pair_ref(a, b, c, d):
     return (x,)
 
 
+# --- 4b. the Thomas pair as icon4py's solve_w composes it: coefficients computed pointwise, the
+# elimination (z_q = -c' convention) under concat_where(K > 0, ..., zeros), the substitution on all levels
+@gtx.scan_operator(axis=K, forward=True, init=(0.0, 0.0))
+def _sweep_zq(state: tuple[gtx.float64, gtx.float64], a: gtx.float64, b: gtx.float64, c: gtx.float64,
+              d: gtx.float64) -> tuple[gtx.float64, gtx.float64]:
+    g = 1.0 / (b + a * state[0])
+    return (0.0 - c) * g, (d - a * state[1]) * g
+
+
+@gtx.scan_operator(axis=K, forward=False, init=0.0)
+def _back_zq(state: gtx.float64, zq: gtx.float64, dp: gtx.float64) -> gtx.float64:
+    return dp + state * zq
+
+
+@gtx.field_operator
+def _thomas_concat(p: CK, r: CK, s: CK) -> CK:
+    a = p * r
+    b = 4.0 + r * r
+    c = s - p
+    d = p + s
+    zq, dp = concat_where(K > 0, _sweep_zq(a, b, c, d), (broadcast(0.0, (Cell,)), broadcast(0.0, (Cell,))))
+    return _back_zq(zq, dp)
+
+
+@gtx.program
+def thomas_concat(p: CK, r: CK, s: CK, x: CK):
+    _thomas_concat(p, r, s, out=x)
+
+
+@gtx.field_operator
+def _thomas_concat_ones(p: CK, r: CK, s: CK) -> CK:
+    a, b, c, d = p * r, 4.0 + r * r, s - p, p + s
+    zq, dp = concat_where(K > 0, _sweep_zq(a, b, c, d), (broadcast(1.0, (Cell,)), broadcast(0.0, (Cell,))))
+    return _back_zq(zq, dp)
+
+
+@gtx.program
+def thomas_concat_ones(p: CK, r: CK, s: CK, x: CK):
+    """``thomas_concat`` whose top level of ``z_q`` is 1, not 0: not Thomas' pair (translated only)."""
+    _thomas_concat_ones(p, r, s, out=x)
+
+
+def thomas_concat_ref(p, r, s):
+    a, b, c, d = p * r, 4.0 + r * r, s - p, p + s
+    n, nk = p.shape
+    zq, dp = np.zeros_like(p), np.zeros_like(p)   # level 0: the concat_where's zeros
+    zprev, dprev = np.zeros(n), np.zeros(n)
+    for k in range(1, nk):
+        g = 1.0 / (b[:, k] + a[:, k] * zprev)
+        zprev, dprev = (0.0 - c[:, k]) * g, (d[:, k] - a[:, k] * dprev) * g
+        zq[:, k], dp[:, k] = zprev, dprev
+    x = np.empty_like(p)
+    xn = np.zeros(n)
+    for k in range(nk - 1, -1, -1):
+        xn = dp[:, k] + xn * zq[:, k]
+        x[:, k] = xn
+    return (x,)
+
+
 # --- 5. a damped cumulative sum with a scalar and explicit domain bounds (the exporter's static arguments) ---
 @gtx.scan_operator(axis=K, forward=True, init=0.0)
 def _damped_scan(state: gtx.float64, x: gtx.float64, alpha: gtx.float64) -> gtx.float64:
@@ -214,6 +275,9 @@ PROGRAMS: dict[str, Case] = {
     "precip_gated": Case(precip_gated, ("qr", "qs", "rho", "dz"), ("qr_out", "qs_out", "flux"),
                          precip_gated_ref, _precip_inputs),
     "thomas_pair": Case(thomas_pair, ("a", "b", "c", "d"), ("x",), thomas_pair_ref, _thomas_inputs),
+    "thomas_concat": Case(thomas_concat, ("p", "r", "s"), ("x",), thomas_concat_ref,
+                          lambda rng, n, nk: {"p": rng.uniform(-1, 1, (n, nk)), "r": rng.uniform(0, 1, (n, nk)),
+                                              "s": rng.uniform(-1, 1, (n, nk))}),
 }
 # compiled with the unit-horizontal-stride backend only (one layout), outside the PROGRAMS matrix
 PRECIP_SCALED = Case(precip_scaled, ("qr", "qs", "rho", "dz"), ("qr_out", "qs_out", "flux"), precip_scaled_ref,
