@@ -20,6 +20,11 @@ under the same flags)::
                                                    forward step of Thomas at (i, k)  # same loop, vectorised
                  for k in levels, backward:  for i in block: back substitution
 
+The body is copied node for node; its data copies (access node or map entry to access node) become
+explicit one-element copy tasklets, and coefficients a sweep does not read (``a`` on level 0) still feed
+its tasklet: otherwise passes that run after the expansion (gt4py's pipeline) move them out of the
+loops.
+
 Legality (every check before anything changes; :func:`find_producer` returns None otherwise, and the
 node expands as before):
 

@@ -33,8 +33,8 @@ BLOCK_CELLS = 2048
 BLOCK_COLUMNS = 64
 """Default columns per block when K is contiguous (the block is staged into cell-contiguous scratch)."""
 PRODUCER_BLOCK_CELLS = 256
-"""Default cells per block when the coefficients' producer runs inside the blocks (its per-level
-coefficients, ``[block]`` arrays on the stack, stay in L1)."""
+"""Default cells per block when the coefficients' producer runs inside the blocks (measured the same
+from 256 to 10240 cells on the dycore pair; the block's ``c'`` and ``x`` rows stay in L2)."""
 
 # -- kernels (C++; arithmetic exactly as in sdfg_scan.reference, products rounded before sums) ----
 
