@@ -29,6 +29,7 @@ from sdfg_scan.transformations.scan_pair_to_tridiagonal_concat import (
     check_cover,
     concat_of,
     prune_dead,
+    write_through,
 )
 from sdfg_scan.transformations.scan_pair_to_tridiagonal_outer import (
     Column,
@@ -124,6 +125,10 @@ class ScanPairToTridiagonal(ValueMatched):
     original. The level ranges are ``Min``/``Max`` expressions; that the fill covers exactly the skipped
     levels is checked on a grid of symbol values (``scan_pair_to_tridiagonal_concat.levels_agree``). Carry
     inits may come from constant tasklets outside the maps (the lowered form gt4py's first hook sees).
+    Where the substitution's result temporary is then only copied whole into one array that nothing else
+    in the state touches (``solve_w``: ``out``, after a second ``concat_where`` with ``next_w``), all its
+    writers write that array directly and the copy goes (``write_through``; on ``solve_w`` the copy
+    cost as much as the solve).
 
     Legality checks (``can_be_applied`` runs the same analysis as ``apply``; refused => unchanged):
 
@@ -154,6 +159,7 @@ class ScanPairToTridiagonal(ValueMatched):
         if plan.skipped is not None:
             add_skipped_levels(graph, solved, plan.dst, *plan.skipped)
             prune_dead(graph, sdfg, plan.dead)
+            write_through(graph, sdfg, plan.dst)
             sdfg.root_sdfg.reset_cfg_list()
         return node
 

@@ -22,6 +22,7 @@ together cover what the substitution reads is checked on a grid of symbol values
 from __future__ import annotations
 
 import ast
+import copy
 import itertools
 from dataclasses import dataclass
 
@@ -281,4 +282,61 @@ def prune_dead(state: dace.SDFGState, sdfg: dace.SDFG, candidates) -> None:
             state.remove_node(n)
 
 
-__all__ = ["Concat", "add_skipped_levels", "check_cover", "concat_of", "levels_agree", "prune_dead"]
+def write_through(state: dace.SDFGState, sdfg: dace.SDFG, dst: nodes.AccessNode) -> bool:
+    """Where the solve's result temporary ``T`` (written in parts: the solve, the skipped levels, gt4py's
+    ``concat_where`` copy of ``next_w``) is only copied whole into one array ``O`` that nothing else in
+    the state touches, every write of ``T`` goes to ``O`` directly and the copy disappears (icon4py's
+    ``solve_w``: the copy cost as much as the solve). Returns whether it did; refusals change nothing."""
+    name = dst.data
+    desc = sdfg.arrays[name]
+    if not desc.transient or type(desc) is not dace.data.Array or state.out_degree(dst) != 1:
+        return False
+    (cp,) = state.out_edges(dst)
+    target = cp.dst
+    if not isinstance(target, nodes.AccessNode) or cp.data.wcr is not None or target.data == name:
+        return False
+    if state.in_degree(target) != 1 or state.out_degree(target) != 0:
+        return False
+    if [n for n in state.data_nodes() if n.data == target.data] != [target]:
+        return False
+    src_sub, dst_sub = cp.data.get_src_subset(cp, state), cp.data.get_dst_subset(cp, state)
+    if src_sub is None or dst_sub is None or len(src_sub) != len(desc.shape) or len(dst_sub) != len(desc.shape):
+        return False
+    for (b, e, st), n in zip(src_sub.ndrange(), desc.shape, strict=True):
+        if st != 1 or _sym(b) != 0 or sympy.simplify(_sym(e) + 1 - _sym(n)) != 0:
+            return False
+    shift = [sympy.expand(_sym(d[0]) - _sym(s_[0])) for s_, d in zip(src_sub.ndrange(), dst_sub.ndrange(), strict=True)]
+    mine = [n for n in state.data_nodes() if n.data == name]
+    if not _used_only_in(sdfg, name, set(mine)):
+        return False
+    state.remove_edge(cp)
+    state.remove_node(target)
+    seen = set()
+    for n in mine:
+        for e in state.in_edges(n) + state.out_edges(n):
+            for t in state.memlet_tree(e):
+                if id(t) in seen:
+                    continue
+                seen.add(id(t))
+                _retarget(state, t, name, target.data, shift)
+        n.data = target.data
+    sdfg.remove_data(name, validate=False)
+    return True
+
+
+def _retarget(state, e, old: str, new: str, shift: list) -> None:
+    """``e``'s memlet, which reads or writes ``old`` on one side, reads or writes ``new`` shifted by ``shift``."""
+    m = e.data
+    if m.data == old:
+        m.subset = copy.deepcopy(m.subset)
+        m.subset.offset(shift, False)
+        m.data = new
+        return
+    ends = [x for x in (state.memlet_path(e)[0].src, state.memlet_path(e)[-1].dst) if isinstance(x, nodes.AccessNode)]
+    if any(x.data == old for x in ends) and m.other_subset is not None:
+        m.other_subset = copy.deepcopy(m.other_subset)
+        m.other_subset.offset(shift, False)
+
+
+__all__ = ["Concat", "add_skipped_levels", "check_cover", "concat_of", "levels_agree", "prune_dead",
+           "write_through"]

@@ -172,6 +172,8 @@ def thomas_pair_ref(a, b, c, d):
 
 # --- 4b. the Thomas pair as icon4py's solve_w composes it: coefficients computed pointwise, the
 # elimination (z_q = -c' convention) under concat_where(K > 0, ..., zeros), the substitution on all levels
+# above CONCAT_LEVELS, the input below (a second concat_where, as solve_w keeps next_w below its last level)
+CONCAT_LEVELS = 7
 @gtx.scan_operator(axis=K, forward=True, init=(0.0, 0.0))
 def _sweep_zq(state: tuple[gtx.float64, gtx.float64], a: gtx.float64, b: gtx.float64, c: gtx.float64,
               d: gtx.float64) -> tuple[gtx.float64, gtx.float64]:
@@ -191,7 +193,7 @@ def _thomas_concat(p: CK, r: CK, s: CK) -> CK:
     c = s - p
     d = p + s
     zq, dp = concat_where(K > 0, _sweep_zq(a, b, c, d), (broadcast(0.0, (Cell,)), broadcast(0.0, (Cell,))))
-    return _back_zq(zq, dp)
+    return concat_where(K < 7, _back_zq(zq, dp), p)   # 7 = CONCAT_LEVELS (gt4py takes no Python constant here)
 
 
 @gtx.program
@@ -213,8 +215,11 @@ def thomas_concat_ones(p: CK, r: CK, s: CK, x: CK):
 
 
 def thomas_concat_ref(p, r, s):
+    x_all = p.copy()
+    nk = min(CONCAT_LEVELS, p.shape[1])   # the system ends where the second concat_where takes p
+    p, r, s = p[:, :nk], r[:, :nk], s[:, :nk]
     a, b, c, d = p * r, 4.0 + r * r, s - p, p + s
-    n, nk = p.shape
+    n = p.shape[0]
     zq, dp = np.zeros_like(p), np.zeros_like(p)   # level 0: the concat_where's zeros
     zprev, dprev = np.zeros(n), np.zeros(n)
     for k in range(1, nk):
@@ -226,7 +231,8 @@ def thomas_concat_ref(p, r, s):
     for k in range(nk - 1, -1, -1):
         xn = dp[:, k] + xn * zq[:, k]
         x[:, k] = xn
-    return (x,)
+    x_all[:, :nk] = x
+    return (x_all,)
 
 
 # --- 5. a damped cumulative sum with a scalar and explicit domain bounds (the exporter's static arguments) ---
