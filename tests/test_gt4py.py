@@ -151,7 +151,8 @@ def test_concat_where_pair_with_a_nonzero_fill_is_left_alone():
 
 
 @pytest.mark.gpu
-def test_gpu_hooks_lift_expand_and_the_cuda_compiles(tmp_path):
+@pytest.mark.parametrize("program", ["precip_gated", "thomas_concat"])   # a flag-gated scan; solve_w's pair
+def test_gpu_hooks_lift_expand_and_the_cuda_compiles(tmp_path, program):
     """The GPU path end to end up to the compiler: gt4py's GPU translator (``DaCeConfig(gpu=True)``) with
     the GPU hooks lifts at ``TopLevelDataFlowPre`` (the data are still in host memory there: the choice is
     made again at ``AfterToGPU``), expands every node in that last hook, and nvcc compiles the result."""
@@ -160,7 +161,7 @@ def test_gpu_hooks_lift_expand_and_the_cuda_compiles(tmp_path):
     hooks = sg.optimization_hooks(gpu=True, reproducibility="exact")
     translator = gtx_factory.make_dace_translator(gtx_factory.DaCeConfig(gpu=True),
                                                   auto_optimize_args={"optimization_hooks": hooks})
-    sdfg = translator.generate_sdfg(PROGRAMS["precip_gated"].program.gtir, {}, K)   # the flag-gated species scan
+    sdfg = translator.generate_sdfg(PROGRAMS[program].program.gtir, {}, K)
     assert len(hooks.reports) == 1 and hooks.reports[0].scans_lifted >= 1, hooks.reports[0].table()
     assert not [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, ColumnNode)]
     code = cuda_code(sdfg)
