@@ -106,8 +106,7 @@ def _zero_value(state: dace.SDFGState, edge, depth: int = 0) -> bool:
         prods = state.in_edges(src)
         return len(prods) == 1 and prods[0].data.wcr is None and _zero_value(state, prods[0], depth + 1)
     if isinstance(src, (nodes.MapExit, nodes.MapEntry)) and (edge.src_conn or "").startswith("OUT_"):
-        inner = state.in_edges_by_connector(src, "IN_" + edge.src_conn[4:])
-        inner = list(inner)
+        inner = list(state.in_edges_by_connector(src, "IN_" + edge.src_conn[4:]))
         return len(inner) == 1 and inner[0].data.wcr is None and _zero_value(state, inner[0], depth + 1)
     return False
 

@@ -262,6 +262,22 @@ def build_columns(node: ColumnNode, state: dace.SDFGState, kernel: SweepKernel) 
     return outer
 
 
+def block_map(st: dace.SDFGState, label: str, shape, axis: int, cell_axis: int, block: int):
+    """The parallel map over blocks of ``block`` cells along ``cell_axis`` (and the other column axes):
+    ``(entry, exit, a block's window as a subset string, {NK, NB}: the block body's level and cell counts)``."""
+    ncs = dace.symbolic.symstr(shape[cell_axis])
+    col_dims = [d for d in range(len(shape)) if d != axis]
+    params = {d: f"_i{d}" for d in col_dims}
+    ranges = {params[d]: f"0:{dace.symbolic.symstr(shape[d])}" for d in col_dims if d != cell_axis}
+    ranges["_blk"] = f"0:int_ceil({ncs}, {block})"
+    me, mx = st.add_map(f"{label}_blocks", ranges)
+    params[cell_axis] = f"{block}*_blk:Min({ncs}, {block}*_blk + {block})"
+    nk = shape[axis]
+    idx = ", ".join(f"0:{dace.symbolic.symstr(nk)}" if d == axis else params[d] for d in range(len(shape)))
+    extra = {NK: levels(nk), NB: dace.symbolic.pystr_to_symbolic(f"Min({block}, {ncs} - {block}*_blk)")}
+    return me, mx, idx, extra
+
+
 def build_blocked(node: ColumnNode, state: dace.SDFGState, kernel: SweepKernel, cell_axis: int,
                   block: int, stage: bool = False) -> dace.SDFG:
     """Map over blocks of ``block`` cells along ``cell_axis`` (and the other column axes).
@@ -278,17 +294,8 @@ def build_blocked(node: ColumnNode, state: dace.SDFGState, kernel: SweepKernel, 
     if stage:
         body.stage()
     inner = body.build()
-    ncs = dace.symbolic.symstr(shape[cell_axis])
-    col_dims = [d for d in range(len(shape)) if d != axis]
-    params = {d: f"_i{d}" for d in col_dims}
     st = outer.add_state("blocks", is_start_block=True)
-    ranges = {params[d]: f"0:{dace.symbolic.symstr(shape[d])}" for d in col_dims if d != cell_axis}
-    ranges["_blk"] = f"0:int_ceil({ncs}, {block})"
-    me, mx = st.add_map(f"{node.label}_blocks", ranges)
-    params[cell_axis] = f"{block}*_blk:Min({ncs}, {block}*_blk + {block})"
-    nk = shape[axis]
-    idx = ", ".join(f"0:{dace.symbolic.symstr(nk)}" if d == axis else params[d] for d in range(len(shape)))
-    extra = {NK: levels(nk), NB: dace.symbolic.pystr_to_symbolic(f"Min({block}, {ncs} - {block}*_blk)")}
+    me, mx, idx, extra = block_map(st, node.label, shape, axis, cell_axis, block)
     nsdfg = st.add_nested_sdfg(inner, dict.fromkeys(kernel.inputs), dict.fromkeys(kernel.outputs),
                                symbol_mapping=_symbol_mapping(outer, inner, extra))
     _connect(st, me, mx, nsdfg, kernel.inputs, kernel.outputs, {c: idx for c in kernel.inputs + kernel.outputs})

@@ -48,7 +48,7 @@ import sympy
 from dace import dtypes, nodes, subsets, symbolic
 from dace.sdfg.state import LoopRegion
 
-from sdfg_scan.expansions.thomas import CELL, NB, NK, ColumnNode, K, SweepKernel, levels
+from sdfg_scan.expansions.thomas import CELL, NB, NK, ColumnNode, K, SweepKernel, block_map
 
 C0 = "_c0"
 """First value of the producer's cell parameter in a block (a symbol of the block's SDFG)."""
@@ -245,9 +245,8 @@ def _copy_tasklet(state: dace.SDFGState, e, dst: dace.SDFGState, src_node, dst_n
     ``_o = _i`` in ``dst``: the same value, and no copy edge for later passes to turn into code outside the
     block's loops (seen with gt4py's pipeline after the hooks)."""
     src_data = e.src.data if isinstance(e.src, nodes.AccessNode) else e.data.data
+    # one element on each side: _scope_is_plain refused the producer otherwise
     src_sub, dst_sub = e.data.get_src_subset(e, state), e.data.get_dst_subset(e, state)
-    if src_sub is None or dst_sub is None or src_sub.num_elements() != 1 or dst_sub.num_elements() != 1:
-        raise ValueError("the producer copies more than one element per iteration")
     t = dst.add_tasklet(f"{PREFIX}copy_{dst_node.data}", {"_i"}, {"_o"}, "_o = _i")
     dst.add_edge(src_node, e.src_conn, t, "_i", dace.Memlet(data=src_data, subset=copy.deepcopy(src_sub)))
     dst.add_edge(t, "_o", dst_node, None, dace.Memlet(data=dst_node.data, subset=copy.deepcopy(dst_sub)))
@@ -335,6 +334,13 @@ def _add_loop(block: dace.SDFG, state: dace.SDFGState, p: Producer, spec, label:
     return loop
 
 
+def _argument(state: dace.SDFGState, name: str) -> dace.data.Data:
+    """The descriptor of ``name`` as an argument of the expansion (and its block SDFG)."""
+    desc = copy.deepcopy(state.sdfg.arrays[name])
+    desc.transient = False
+    return desc
+
+
 def _block_sdfg(node: ColumnNode, state: dace.SDFGState, kernel: SweepKernel, p: Producer, windows: dict,
                 axis: int, cell_axis: int, block: int) -> dace.SDFG:
     """The per-block SDFG: the kernel's sweeps, the producer's body inside those that read coefficients."""
@@ -343,9 +349,7 @@ def _block_sdfg(node: ColumnNode, state: dace.SDFGState, kernel: SweepKernel, p:
     for s in (NK, K, NB, C0):
         b.add_symbol(s, dace.symbolic.DEFAULT_SYMBOL_TYPE)
     for name in p.inputs:
-        desc = copy.deepcopy(state.sdfg.arrays[name])
-        desc.transient = False
-        b.add_datadesc(name, desc)
+        b.add_datadesc(name, _argument(state, name))
     for conn, desc in windows.items():
         b.add_array(PREFIX + conn, [NB, NK], desc.dtype, storage=desc.storage,
                     strides=[desc.strides[cell_axis], desc.strides[axis]])
@@ -393,23 +397,17 @@ def build_blocked_with_producer(node: ColumnNode, state: dace.SDFGState, kernel:
     if p is None:
         return None
     shape = ops[kernel.outputs[0]].shape
-    ncs, nk = shape[cell_axis], shape[axis]
     windows = {c: op for c, op in ops.items() if c not in p.coefficients}
     outer = dace.SDFG(f"{node.label}_blocked")
     outer.using_explicit_control_flow = True
     descs = {c: outer.add_array(c, op.shape, op.dtype, storage=op.desc.storage, strides=op.strides)[1]
              for c, op in windows.items()}
     for name in p.inputs:
-        desc = copy.deepcopy(state.sdfg.arrays[name])
-        desc.transient = False
-        outer.add_datadesc(f"_p_{name}", desc)
+        outer.add_datadesc(f"_p_{name}", _argument(state, name))
     inner = _block_sdfg(node, state, kernel, p, descs, axis, cell_axis, block)
     st = outer.add_state("blocks", is_start_block=True)
-    me, mx = st.add_map(f"{node.label}_blocks", {"_blk": f"0:int_ceil({symbolic.symstr(ncs)}, {block})"})
-    cells = f"{block}*_blk:Min({symbolic.symstr(ncs)}, {block}*_blk + {block})"
-    idx = ", ".join(f"0:{symbolic.symstr(nk)}" if d == axis else cells for d in range(2))
-    extra = {NK: levels(nk), NB: symbolic.pystr_to_symbolic(f"Min({block}, {symbolic.symstr(ncs)} - {block}*_blk)"),
-             C0: p.cell_start + block * symbolic.symbol("_blk")}
+    me, mx, idx, extra = block_map(st, node.label, shape, axis, cell_axis, block)
+    extra[C0] = p.cell_start + block * symbolic.symbol("_blk")
     ins = [n for n in p.inputs] + [PREFIX + c for c in kernel.inputs if c in windows]
     outs = [PREFIX + c for c in kernel.outputs]
     mapping = {s: symbolic.symbol(s, inner.symbols[s]) for s in inner.free_symbols if s not in extra}
