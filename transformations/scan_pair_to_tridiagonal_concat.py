@@ -332,8 +332,8 @@ def _retarget(state, e, old: str, new: str, shift: list) -> None:
         m.data = new
         return
     ends = [x for x in (state.memlet_path(e)[0].src, state.memlet_path(e)[-1].dst) if isinstance(x, nodes.AccessNode)]
-    if any(x.data == old for x in ends) and m.other_subset is not None:
-        m.other_subset = copy.deepcopy(m.other_subset)
+    if any(x.data == old for x in ends):   # a copy: ``old``'s side is other_subset, or subset when unset
+        m.other_subset = copy.deepcopy(m.subset if m.other_subset is None else m.other_subset)
         m.other_subset.offset(shift, False)
 
 
