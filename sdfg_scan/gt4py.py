@@ -88,7 +88,7 @@ def _hook_enum():
 def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
                        existing: Mapping[Any, Callable[[dace.SDFG], None]] | None = None,
                        horizontal_unit_stride: bool | None = None,
-                       vectorize_maps: bool = False) -> OptimizationHooks:
+                       vectorize_maps: bool = False, assume_no_alias: bool = False) -> OptimizationHooks:
     """The ``optimization_hooks`` mapping for gt4py's ``gt_auto_optimize`` with sdfg_scan installed.
 
     :param gpu: whether the backend builds for GPU (selects the final hook, ``AfterToGPU`` vs
@@ -103,6 +103,11 @@ def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
     :param vectorize_maps: CPU, ``replay``/``approx``: the last hook also writes gt4py's top-level pointwise
         maps as vectorised loop nests (``VectorizeCellMap``; opt-in, README: its residuals are outside the
         pointwise replay contract).
+    :param assume_no_alias: the caller never passes one buffer as two arguments. Then a result gt4py
+        computes into a temporary and copies into an output is written into the output directly
+        (``ResultWriteThrough``) wherever the rest of the state allows; by default (False) only where no
+        other argument is accessed while or after the result is computed, which is safe when arguments
+        share memory (icon4py's graupel driver passes ``q_out`` = ``q_in``).
     """
     if reproducibility not in REPRODUCIBILITY:
         raise ValueError(f"sdfg_scan.gt4py.optimization_hooks: reproducibility must be one of "
@@ -110,7 +115,8 @@ def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
     hook = _hook_enum()
     hooks = OptimizationHooks(dict(existing or {}))
     target = "gpu" if gpu else "cpu"
-    stages: dict[Any, Callable[[dace.SDFG], None]] = {hook.TopLevelDataFlowPre: LiftStage(target, reproducibility, hooks.reports),
+    stages: dict[Any, Callable[[dace.SDFG], None]] = {hook.TopLevelDataFlowPre: LiftStage(
+                  target, reproducibility, hooks.reports, assume_no_alias=assume_no_alias),
               (hook.AfterToGPU if gpu else hook.TopLevelDataFlowPost): ExpandStage(
                   target, reproducibility, hooks.reports, horizontal_unit_stride, vectorize_maps)}
     for key, stage in stages.items():

@@ -13,11 +13,12 @@ from sdfg_scan import __version__
 EXACT_ENV = "sdfg_scan.expansions.environments.ExactArithmetic"
 """The environment whose compile flags make a program IEEE-strict (``reproducibility="exact"``)."""
 
-HOOKS_REVISION = f"{__version__}-8"
+HOOKS_REVISION = f"{__version__}-9"
 """sdfg_scan's version and a revision of what the hooks do. Every stage carries it as a field, so it is part
 of the fingerprint gt4py keys its (persistent) translation cache with: programs an older sdfg_scan
 translated are not served to a newer one. Bump it when lifting, recognition or selection changes (-8: the
-Thomas pair in icon4py's concat_where form, the absorbed coefficient map, write_through)."""
+Thomas pair in icon4py's concat_where form, the absorbed coefficient map, write_through; -9: results
+written through into outputs by ``ResultWriteThrough``, the ``assume_no_alias`` option)."""
 
 
 @dataclass
@@ -50,13 +51,17 @@ class LiftStage:
     reproducibility: str
     reports: list = field(default_factory=list)
     revision: str = HOOKS_REVISION
+    assume_no_alias: bool = False
 
     def __call__(self, sdfg: dace.SDFG) -> None:
         from sdfg_scan import optimize
 
         # gt4py applies its own GPU transformation later (gpu_transform=False); lifting and canonicalising
         # are target-free, the target-specific choice is made again by ExpandStage where the layout is final
-        report = optimize(sdfg, target=self.target, reproducibility=self.reproducibility, gpu_transform=False)
+        # assume_no_alias False: a result is written through into an output only where no other argument
+        # is accessed while or after it is computed (icon4py's graupel driver passes one buffer twice)
+        report = optimize(sdfg, target=self.target, reproducibility=self.reproducibility, gpu_transform=False,
+                          assume_no_alias=self.assume_no_alias)
         setattr(report, "sdfg_name", sdfg.name)  # noqa: B010  (which program the report is about)
         self.reports.append(report)
 

@@ -54,6 +54,7 @@ SPECIALISE = ("ScanToCumulative",)
 PAIRS = "ScanPairToTridiagonal"   # two scans -> one TridiagonalSolve (counted as two specialised scans)
 FACTOR = "ScanToTridiagonalFactor"   # a factorisation scan -> TridiagonalFactor (its solve: PAIRS, pre-factored)
 TAKE_CELLS = "LiftCellMap"
+WRITE_THROUGH = "ResultWriteThrough"   # temporary -> output copies: the writers write the output
 TARGETS = ("cpu", "gpu")
 
 
@@ -177,7 +178,8 @@ def _canonicalise_body(node, report: OptimizeReport) -> tuple[int, int, int, int
 
 def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact",
              inplace: dict[str, str] | None = None, vectorize_maps: bool = False,
-             gpu_transform: bool = True, persistent_transients: str | bool = False) -> OptimizeReport:
+             gpu_transform: bool = True, persistent_transients: str | bool = False,
+             assume_no_alias: bool = True) -> OptimizeReport:
     """Optimise every column scan of ``sdfg`` in place and return what was done.
 
     :param target: ``"cpu"`` or ``"gpu"`` (applies DaCe's GPU transformation before selection).
@@ -195,6 +197,10 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         of constant shape, always legal; ``"sized"`` also those sized by the program's symbols, legal only
         when the caller always calls with the same sizes). Results do not change; off by default (the
         arrays then stay allocated between calls).
+    :param assume_no_alias: DaCe's model: non-transient arrays not paired in ``inplace`` do not share
+        memory. ``ResultWriteThrough`` (a result temporary copied whole into an output: its writers write
+        the output) then checks the order of accesses only for the ``inplace`` pairs; with False (gt4py's
+        hooks: callers may pass one buffer twice) for every non-transient array.
     :param vectorize_maps: under ``replay``/``approx`` on the CPU, apply ``VectorizeCellMap`` to the
         top-level pointwise maps (experimental: GCC vectorises all three of graupel's, but the
         if-converted precipitation map computes every branch's ``pow`` and gains nothing; README).
@@ -252,6 +258,8 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         report.scans_specialised += _apply(sdfg, name, report)
     # 4. each lifted scan takes its map over cells (the schedule over cells becomes an expansion)
     report.scans_with_cells = _apply(sdfg, TAKE_CELLS, report)
+    # 4a. results computed straight into the outputs they were copied to (the copies go)
+    _apply(sdfg, WRITE_THROUGH, report, {"inplace": dict(inplace or {}), "assume_no_alias": assume_no_alias})
     # 4b. replay on the CPU: the top-level pointwise maps as vectorised loop nests (vector math)
     if vectorize_maps and target == "cpu" and reproducibility != "exact":
         from sdfg_scan.transformations.vectorize_cell_map import vectorize_cell_maps

@@ -80,11 +80,12 @@ class Column:
     start: int = 0            # loop over levels [start, K)
     cell_contiguous: bool = False  # fields [N, K] with strides (1, N) (icon4py nproma) instead of (K, 1)
     init_in_map: bool = False  # flag / counter inits from constant tasklets inside the map (gt4py opt)
+    via_temporary: bool = False  # per-level outputs into a [N, K] temporary copied into OUT (gt4py's results)
 
     def describe(self) -> str:
         head = (f"{'backward' if self.backward else 'forward'} levels [{self.start}, "
                 f"{'K' if self.nlev is None else self.nlev}) {'cell' if self.cell_contiguous else 'K'}-contiguous"
-                f"{' init-in-map' if self.init_in_map else ''}")
+                f"{' init-in-map' if self.init_in_map else ''}{' via-temporary' if self.via_temporary else ''}")
         return "\n".join([head] + [f"  c{i}: {s}" for i, s in enumerate(self.slots)])
 
 
@@ -135,7 +136,8 @@ def columns(draw, max_slots: int = 30) -> Column:
     if nlev is not None and nlev <= start:
         start = 0
     return Column(slots, backward=draw(st.booleans()), nlev=nlev, start=start,
-                  cell_contiguous=draw(st.booleans()), init_in_map=draw(st.booleans()))
+                  cell_contiguous=draw(st.booleans()), init_in_map=draw(st.booleans()),
+                  via_temporary=draw(st.booleans()))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -389,9 +391,18 @@ def program(col: Column, name: str) -> dace.SDFG:
             sdfg.add_array(f"INIT{i}", [N], dt)
             st_.add_memlet_path(st_.add_read(f"INIT{i}"), me, node, dst_conn=conn, memlet=dace.Memlet(f"INIT{i}[{CELL}]"))
         if sl.out:
-            sdfg.add_array(f"OUT{i}", [N, lev], dace.float64, strides=strides)
-            st_.add_memlet_path(node, mx, st_.add_write(f"OUT{i}"), src_conn=f"__gtir_scan_output_c{i}",
-                                memlet=dace.Memlet(f"OUT{i}[{CELL}, 0:{lev}]"))
+            res = f"T{i}" if col.via_temporary else f"OUT{i}"
+            if col.via_temporary:   # gt4py's form: a temporary, its written levels copied out (other layout)
+                sdfg.add_array(res, [N, lev], dace.float64, transient=True, strides=strides)
+                sdfg.add_array(f"OUT{i}", [N, lev], dace.float64, strides=None if col.cell_contiguous else (1, N))
+            else:
+                sdfg.add_array(f"OUT{i}", [N, lev], dace.float64, strides=strides)
+            w = st_.add_write(res)
+            st_.add_memlet_path(node, mx, w, src_conn=f"__gtir_scan_output_c{i}",
+                                memlet=dace.Memlet(f"{res}[{CELL}, 0:{lev}]"))
+            if col.via_temporary:
+                st_.add_nedge(w, st_.add_write(f"OUT{i}"), dace.Memlet(
+                    data=res, subset=f"0:N, {col.start}:{lev}", other_subset=f"0:N, {col.start}:{lev}"))
         if sl.last:
             sdfg.add_array(f"LAST{i}", [N], dt)
             st_.add_memlet_path(node, mx, st_.add_write(f"LAST{i}"), src_conn=f"last_c{i}",
@@ -421,7 +432,8 @@ def arguments(col: Column, sdfg: dace.SDFG, ncells: int, nlev: int, seed: int) -
             v = (v > 0) if dt == np.bool_ else v
         else:
             v = np.full(shape, -7)
-        kw[name] = np.array(v, dtype=dt, order=order)
+        flip = col.via_temporary and name.startswith("OUT")   # the outputs' layout differs from the temporaries'
+        kw[name] = np.array(v, dtype=dt, order={"F": "C", "C": "F"}[order] if flip else order)
     return kw
 
 

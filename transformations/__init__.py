@@ -51,3 +51,7 @@ __all__.append("LiftCellMap")
 from sdfg_scan.transformations.vectorize_cell_map import VectorizeCellMap  # noqa: E402,F401
 
 __all__.append("VectorizeCellMap")
+
+from sdfg_scan.transformations.result_write_through import ResultWriteThrough  # noqa: E402,F401
+
+__all__.append("ResultWriteThrough")

@@ -22,7 +22,6 @@ together cover what the substitution reads is checked on a grid of symbol values
 from __future__ import annotations
 
 import ast
-import copy
 import itertools
 from dataclasses import dataclass
 
@@ -31,6 +30,7 @@ import sympy
 from dace import symbolic
 from dace.sdfg import nodes
 
+from sdfg_scan.transformations.result_write_through import memlet_edges, rewire
 from sdfg_scan.transformations.scan_pair_to_tridiagonal_algebra import Refuse
 from sdfg_scan.transformations.scan_pair_to_tridiagonal_outer import CELL, LEVEL, Column, _sym, _zero_constant
 
@@ -304,37 +304,11 @@ def write_through(state: dace.SDFGState, sdfg: dace.SDFG, dst: nodes.AccessNode)
     for (b, e, st), n in zip(src_sub.ndrange(), desc.shape, strict=True):
         if st != 1 or _sym(b) != 0 or sympy.simplify(_sym(e) + 1 - _sym(n)) != 0:
             return False
-    shift = [sympy.expand(_sym(d[0]) - _sym(s_[0])) for s_, d in zip(src_sub.ndrange(), dst_sub.ndrange(), strict=True)]
     mine = [n for n in state.data_nodes() if n.data == name]
     if not _used_only_in(sdfg, name, set(mine)):
         return False
-    state.remove_edge(cp)
-    state.remove_node(target)
-    seen = set()
-    for n in mine:
-        for e in state.in_edges(n) + state.out_edges(n):
-            for t in state.memlet_tree(e):
-                if id(t) in seen:
-                    continue
-                seen.add(id(t))
-                _retarget(state, t, name, target.data, shift)
-        n.data = target.data
-    sdfg.remove_data(name, validate=False)
+    rewire(state, sdfg, mine, cp, memlet_edges(state, mine))
     return True
-
-
-def _retarget(state, e, old: str, new: str, shift: list) -> None:
-    """``e``'s memlet, which reads or writes ``old`` on one side, reads or writes ``new`` shifted by ``shift``."""
-    m = e.data
-    if m.data == old:
-        m.subset = copy.deepcopy(m.subset)
-        m.subset.offset(shift, False)
-        m.data = new
-        return
-    ends = [x for x in (state.memlet_path(e)[0].src, state.memlet_path(e)[-1].dst) if isinstance(x, nodes.AccessNode)]
-    if any(x.data == old for x in ends):   # a copy: ``old``'s side is other_subset, or subset when unset
-        m.other_subset = copy.deepcopy(m.subset if m.other_subset is None else m.other_subset)
-        m.other_subset.offset(shift, False)
 
 
 __all__ = ["Concat", "add_skipped_levels", "check_cover", "concat_of", "levels_agree", "prune_dead",
