@@ -139,15 +139,22 @@ def bench_dycore_pair(size: tuple[int, int], samples: int, repeat: int) -> list[
 
 
 def _graupel_blocked(impl: str | None, reproducibility: str, vectorize_maps: bool = False,
-                     persistent: bool = False):
+                     persistent: bool = False, write_through: bool = True):
     """``graupel_run_dyn`` after ``optimize`` with its scan pinned to ``impl`` (None: ``optimize``'s choice);
-    ``persistent``: its top-level transients allocated once (``"sized"``: the benchmark calls with one size)."""
+    ``persistent``: its top-level transients allocated once (``"sized"``: the benchmark calls with one size);
+    ``write_through=False``: without ``ResultWriteThrough`` (the "before" row of that step)."""
+    from sdfg_scan import pipeline
     from sdfg_scan.nodes.scan import Scan
 
     form = "graupel_run_dyn.opt_nohooks"
     sdfg = fx.load(form)
-    sdfg_scan.optimize(sdfg, target="cpu", reproducibility=reproducibility, inplace=GRAUPEL_INPLACE,
-                       vectorize_maps=vectorize_maps, persistent_transients="sized" if persistent else False)
+    step = pipeline.WRITE_THROUGH
+    pipeline.WRITE_THROUGH = step if write_through else "(skipped)"   # an unknown name: optimize skips it
+    try:
+        sdfg_scan.optimize(sdfg, target="cpu", reproducibility=reproducibility, inplace=GRAUPEL_INPLACE,
+                           vectorize_maps=vectorize_maps, persistent_transients="sized" if persistent else False)
+    finally:
+        pipeline.WRITE_THROUGH = step
     for n, _ in sdfg.all_nodes_recursive():
         if isinstance(n, Scan) and impl is not None:
             n.implementation = impl
@@ -197,6 +204,8 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int) -> list[str]:
     variants = {"gt4py default flags": _compile_default_flags(fx.load(form)),
                 "gt4py IEEE-strict": fx.compile_once("bench_graupel_strict", fx.load(form)),
                 "auto (exact)": fx.compile_once("bench_graupel_auto_exact", _graupel_blocked(None, "exact")),
+                "auto, no ResultWriteThrough": fx.compile_once(
+                    "bench_graupel_auto_exact_nowt", _graupel_blocked(None, "exact", write_through=False)),
                 "levels_outside (exact)": fx.compile_once("bench_graupel_levels_outside",
                                                           _graupel_blocked("levels_outside", "exact")),
                 "blocked (exact)": fx.compile_once("bench_graupel_blocked", _graupel_blocked("blocked", "exact")),
@@ -205,6 +214,8 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int) -> list[str]:
                 "blocked + persistent (exact)": fx.compile_once(
                     "bench_graupel_blocked_p", _graupel_blocked("blocked", "exact", persistent=True)),
                 "auto (replay)": fx.compile_once("bench_graupel_auto_replay", _graupel_blocked(None, "replay")),
+                "auto (replay), no ResultWriteThrough": fx.compile_once(
+                    "bench_graupel_auto_replay_nowt", _graupel_blocked(None, "replay", write_through=False)),
                 "auto + persistent (replay)": fx.compile_once(
                     "bench_graupel_auto_replay_p", _graupel_blocked(None, "replay", persistent=True)),
                 "blocked_simd (replay)": fx.compile_once("bench_graupel_blocked_simd",
@@ -215,6 +226,8 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int) -> list[str]:
                     "bench_graupel_vmaps_p", _graupel_blocked("blocked_simd", "replay", True, persistent=True))}
     outs = fx.outputs_of(variants, kw)
     fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["auto (exact)"])
+    fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["auto, no ResultWriteThrough"])
+    fx.assert_bitwise_equal(outs["auto (replay)"], outs["auto (replay), no ResultWriteThrough"])
     fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["levels_outside (exact)"])
     fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["blocked (exact)"])
     fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["blocked_kcached (exact)"])
