@@ -18,7 +18,8 @@ HOOKS_REVISION = f"{__version__}-9"
 of the fingerprint gt4py keys its (persistent) translation cache with: programs an older sdfg_scan
 translated are not served to a newer one. Bump it when lifting, recognition or selection changes (-8: the
 Thomas pair in icon4py's concat_where form, the absorbed coefficient map, write_through; -9: results
-written through into outputs by ``ResultWriteThrough``, the ``assume_no_alias`` option)."""
+written through into outputs by ``ResultWriteThrough``, the ``assume_no_alias`` option, copies walking the
+unit-stride dimension innermost, ``CopyInLayoutOrder``)."""
 
 
 @dataclass
@@ -125,6 +126,10 @@ class ExpandStage:
             from sdfg_scan.transformations.vectorize_cell_map import vectorize_cell_maps
 
             vectorize_cell_maps(sdfg)   # where the strides are final (the kernels index through them)
+        if self.target == "cpu":   # the strides are final: gt4py's copies walk the unit-stride dimension innermost
+            from sdfg_scan.transformations.copy_in_layout_order import CopyInLayoutOrder
+
+            sdfg.apply_transformations_repeated(CopyInLayoutOrder, validate=False)
         choices = select_expansions(sdfg, target=self.target, reproducibility=self.reproducibility)
         _record(self.reports, sdfg.name, choices)
         for _ in range(8):  # an expansion may hold further sdfg_scan nodes

@@ -55,6 +55,7 @@ PAIRS = "ScanPairToTridiagonal"   # two scans -> one TridiagonalSolve (counted a
 FACTOR = "ScanToTridiagonalFactor"   # a factorisation scan -> TridiagonalFactor (its solve: PAIRS, pre-factored)
 TAKE_CELLS = "LiftCellMap"
 WRITE_THROUGH = "ResultWriteThrough"   # temporary -> output copies: the writers write the output
+COPY_ORDER = "CopyInLayoutOrder"   # array copies as maps walking the unit-stride dimension innermost
 TARGETS = ("cpu", "gpu")
 
 
@@ -260,13 +261,16 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     report.scans_with_cells = _apply(sdfg, TAKE_CELLS, report)
     # 4a. results computed straight into the outputs they were copied to (the copies go)
     _apply(sdfg, WRITE_THROUGH, report, {"inplace": dict(inplace or {}), "assume_no_alias": assume_no_alias})
-    # 4b. replay on the CPU: the top-level pointwise maps as vectorised loop nests (vector math)
+    # 4b. copies left between cell-contiguous arrays walk the unit-stride dimension innermost
+    if target == "cpu":
+        _apply(sdfg, COPY_ORDER, report)
+    # 4c. replay on the CPU: the top-level pointwise maps as vectorised loop nests (vector math)
     if vectorize_maps and target == "cpu" and reproducibility != "exact":
         from sdfg_scan.transformations.vectorize_cell_map import vectorize_cell_maps
 
         report.maps_vectorized = vectorize_cell_maps(sdfg)
         report.applied["VectorizeCellMap"] = report.maps_vectorized
-    # 4c. transients allocated once, not on every call
+    # 4d. transients allocated once, not on every call
     if persistent_transients:
         from sdfg_scan.persistent import make_transients_persistent
 

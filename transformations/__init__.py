@@ -55,3 +55,7 @@ __all__.append("VectorizeCellMap")
 from sdfg_scan.transformations.result_write_through import ResultWriteThrough  # noqa: E402,F401
 
 __all__.append("ResultWriteThrough")
+
+from sdfg_scan.transformations.copy_in_layout_order import CopyInLayoutOrder  # noqa: E402,F401
+
+__all__.append("CopyInLayoutOrder")
