@@ -195,3 +195,22 @@ def test_scan_results_after_the_first_level_are_not_written_through():
     report = sdfg_scan.optimize(gs.program(col, "rwt_scan_start1"), target="cpu", reproducibility="exact")
     assert not report.applied.get("ResultWriteThrough")
     gs.check_optimize_bitwise(col)
+
+
+def test_integer_division_in_the_ranges():
+    """DaCe's ``int_floor`` in a writer's range is evaluated on the grid (before: an uncaught NameError)."""
+    sdfg = dace.SDFG("rwt_floor")
+    sdfg.add_array("X", [N], dace.float64)
+    sdfg.add_array("O", [N], dace.float64)
+    sdfg.add_array("T", [N], dace.float64, transient=True)
+    st = sdfg.add_state("s", is_start_block=True)
+    t = st.add_access("T")
+    st.add_mapped_tasklet("w", {"i": "0:int_floor(N, 2)"}, {"a": dace.Memlet("X[i]")}, "b = a + 1.0",
+                          {"b": dace.Memlet("T[i]")}, external_edges=True, output_nodes={"T": t})
+    st.add_nedge(t, st.add_write("O"), dace.Memlet(data="T", subset="0:N", other_subset="0:N"))
+    new = copy.deepcopy(sdfg)
+    new.name += "_new"
+    assert _apply(new) == 1
+    kw = {"X": np.arange(5.0), "O": np.full(5, -7.0), "N": 5}
+    out = _run(new, kw)["O"]
+    assert np.array_equal(out[:2], [1.0, 2.0])   # the rest: uninitialised in the original, untouched here

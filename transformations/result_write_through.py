@@ -59,9 +59,11 @@ def _boxes(subs: list) -> list[list[tuple]]:
 
 
 def _numeric(exprs: list, syms: list):
-    """``exprs`` as one Python function of ``syms`` (Min/Max of integers; anything else: refused)."""
+    """``exprs`` as one Python function of ``syms`` (integer Min/Max and DaCe's int_floor/int_ceil; a call of
+    anything else fails when evaluated, and is refused there)."""
     try:
-        f = sympy.lambdify(syms, exprs, modules=[{"Min": min, "Max": max}, "math"])
+        f = sympy.lambdify(syms, exprs, modules=[{"Min": min, "Max": max, "int_floor": lambda a, b: a // b,
+                                                  "int_ceil": lambda a, b: -(-a // b)}, "math"])
     except Exception as err:  # noqa: BLE001 - any expression lambdify cannot take is refused
         raise Refuse(f"cannot evaluate the index ranges ({err})") from err
     return f
@@ -81,7 +83,7 @@ def check_cover(shape: tuple, written: list, read: list, copied: subsets.Range) 
     for vals in itertools.product(GRID, repeat=len(syms)):
         try:
             v = [int(x) for x in f(*vals)]
-        except (TypeError, ValueError, ZeroDivisionError, OverflowError) as err:
+        except Exception as err:  # noqa: BLE001 - a function lambdify left symbolic (int_floor, ...) is refused
             raise Refuse(f"cannot evaluate the index ranges ({err})") from err
         ext = v[-nd:]
         got = [[(v[2 * (i * nd + d)], v[2 * (i * nd + d) + 1]) for d in range(nd)] for i in range(len(boxes))]
@@ -168,8 +170,9 @@ def _retarget(state: dace.SDFGState, e, old: str, new: str, shift: list) -> None
 
 def rewire(state: dace.SDFGState, sdfg: dace.SDFG, t_nodes: list, cp, edges: list) -> None:
     """Remove the copy ``cp`` (``T -> O``) and ``O``'s node; ``t_nodes`` become ``O``'s nodes and every edge
-    of ``edges`` (the memlet trees through them) accesses ``O`` at the copy's offset. Scans that own their
-    cells shift their per-cell subsets alike and take ``O``'s strides in their bodies."""
+    of ``edges`` (the memlet trees through them) accesses ``O`` at the copy's offset. Every ``Scan`` at an
+    end of those edges takes ``O``'s strides in its body; one that owns its cells shifts its per-cell
+    subsets alike."""
     name, target = cp.src.data, cp.dst.data
     src_sub, dst_sub = cp.data.get_src_subset(cp, state), cp.data.get_dst_subset(cp, state)
     shift = [sympy.expand(_sym(d[0]) - _sym(s[0])) for s, d in zip(src_sub.ndrange(), dst_sub.ndrange(), strict=True)]
@@ -180,13 +183,15 @@ def rewire(state: dace.SDFGState, sdfg: dace.SDFG, t_nodes: list, cp, edges: lis
     for e in edges:
         _retarget(state, e, name, target, shift)
         for end, conn in ((e.src, e.src_conn), (e.dst, e.dst_conn)):
-            if isinstance(end, Scan) and end.columns == "cells" and conn in end.cell_subsets:
+            if isinstance(end, Scan):
                 scans.setdefault(id(end), (end, set()))[1].add(conn)
     for n in t_nodes:
         n.data = target
     for node, conns in scans.values():
+        if node.columns != "cells":
+            continue
         subs = dict(node.cell_subsets)
-        for c in conns:
+        for c in conns & set(subs):
             r = subsets.Range.from_string(subs[c])
             r.offset(shift, False)
             subs[c] = str(r)
