@@ -27,6 +27,7 @@ GRID = (0, 1, 2, 3, 5, 9)
 linear with breaks at small constants: ``Min(vertical_start, vertical_end - 1)``)."""
 
 MAX_SYMBOLS = 5
+"""Most free symbols a range check enumerates (6 ** 5 grid points)."""
 
 
 class Refuse(Exception):
@@ -52,7 +53,7 @@ def _boxes(subs: list) -> list[list[tuple]]:
         box = []
         for b, e, st in sub.ndrange():
             if _sym(st) != 1:
-                raise Refuse("an access of the temporary has a step")
+                raise Refuse("an access of the temporary or its copy has a step")
             box.append((_sym(b), _sym(e) + 1))
         out.append(box)
     return out
@@ -87,14 +88,10 @@ def check_cover(shape: tuple, written: list, read: list, copied: subsets.Range) 
             raise Refuse(f"cannot evaluate the index ranges ({err})") from err
         ext = v[-nd:]
         got = [[(v[2 * (i * nd + d)], v[2 * (i * nd + d) + 1]) for d in range(nd)] for i in range(len(boxes))]
-        *acc, box = got
-        live = [b for b in acc if all(lo < hi for lo, hi in b)]
-        inside = all(0 <= lo and hi <= n for b in live for (lo, hi), n in zip(b, ext, strict=True))
-        copied_live = all(lo < hi for lo, hi in box)
-        if copied_live and not all(0 <= lo and hi <= n for (lo, hi), n in zip(box, ext, strict=True)):
-            inside = False
-        if not inside:
-            continue
+        live = [b for b in got if all(lo < hi for lo, hi in b)]
+        if not all(0 <= lo and hi <= n for b in live for (lo, hi), n in zip(b, ext, strict=True)):
+            continue   # the original accesses T out of bounds here
+        box = got[-1]
         for b in live:
             if not all(c0 <= lo and hi <= c1 for (lo, hi), (c0, c1) in zip(b, box, strict=True)):
                 raise Refuse(f"at {dict(zip(map(str, syms), vals, strict=True))} the temporary is accessed "
@@ -107,7 +104,7 @@ def _unit(state: dace.SDFGState, e) -> nodes.Node:
     return state.entry_node(n) if isinstance(n, nodes.ExitNode) else n
 
 
-def check_order(state: dace.SDFGState, sdfg: dace.SDFG, units: list, aliased: set[str]) -> None:
+def check_order(state: dace.SDFGState, units: list, aliased: set[str]) -> None:
     """Every access of an array the output may alias (``aliased``) happens before any writer starts: its
     access nodes and their neighbours are strict ancestors of every writer (the copy ran after all of
     them; the writers now write the output earlier)."""
@@ -277,9 +274,9 @@ class ResultWriteThrough(xf.SingleStateTransformation):
         src_sub, dst_sub = cp.data.get_src_subset(cp, state), cp.data.get_dst_subset(cp, state)
         if src_sub is None or dst_sub is None or len(src_sub) != len(tdesc.shape) or len(dst_sub) != len(tdesc.shape):
             raise Refuse("the copy does not name a subset of each side with the arrays' rank")
-        for (sb, se, ss), (db, de, ds) in zip(src_sub.ndrange(), dst_sub.ndrange(), strict=True):
-            if _sym(ss) != 1 or _sym(ds) != 1 or sympy.simplify(_sym(se) - _sym(sb) - (_sym(de) - _sym(db))) != 0:
-                raise Refuse("the copy moves unequal extents or has a step")
+        sbox, dbox = _boxes([src_sub, dst_sub])
+        if any(sympy.simplify(se - sb - (de - db)) != 0 for (sb, se), (db, de) in zip(sbox, dbox, strict=True)):
+            raise Refuse("the copy moves unequal extents")
         edges = _plain_endpoints(state, t_nodes, t.data)
         written = [_t_side(state, e, t.data) for n in t_nodes for e in state.in_edges(n)]
         read = [_t_side(state, e, t.data) for n in t_nodes for e in state.out_edges(n) if e is not cp]
@@ -291,15 +288,11 @@ class ResultWriteThrough(xf.SingleStateTransformation):
             aliased |= {n.data for n in state.data_nodes()
                         if not sdfg.arrays[n.data].transient and n.data != o.data}
         units = [_unit(state, e) for n in t_nodes for e in state.in_edges(n)]
-        check_order(state, sdfg, units, aliased)
+        check_order(state, units, aliased)
         return t_nodes, cp, edges
 
     def can_be_applied(self, graph, expr_index, sdfg, permissive=False) -> bool:
-        try:
-            self._plan(graph, sdfg)
-        except Refuse:
-            return False
-        return True
+        return _reason(self, graph, sdfg) is None
 
     def apply(self, graph, sdfg):
         t_nodes, cp, edges = self._plan(graph, sdfg)
@@ -315,6 +308,10 @@ def refusal(state: dace.SDFGState, sdfg: dace.SDFG, src: nodes.AccessNode, dst: 
                       {ResultWriteThrough.src: state.node_id(src), ResultWriteThrough.dst: state.node_id(dst)}, 0)
     for k, v in options.items():
         setattr(xform, k, v)
+    return _reason(xform, state, sdfg)
+
+
+def _reason(xform: ResultWriteThrough, state: dace.SDFGState, sdfg: dace.SDFG) -> str | None:
     try:
         xform._plan(state, sdfg)
     except Refuse as err:

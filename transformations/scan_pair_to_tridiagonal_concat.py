@@ -30,13 +30,9 @@ import sympy
 from dace import symbolic
 from dace.sdfg import nodes
 
-from sdfg_scan.transformations.result_write_through import memlet_edges, rewire
+from sdfg_scan.transformations.result_write_through import GRID, MAX_SYMBOLS, memlet_edges, rewire
 from sdfg_scan.transformations.scan_pair_to_tridiagonal_algebra import Refuse
 from sdfg_scan.transformations.scan_pair_to_tridiagonal_outer import CELL, LEVEL, Column, _sym, _zero_constant
-
-GRID = (0, 1, 2, 3, 5, 9)
-"""Values each free symbol of a level range takes in :func:`levels_agree` (the ranges are piecewise linear
-with breaks at small constants: ``Max(1, K0)``, ``Min(1, K1, L)``)."""
 
 
 @dataclass
@@ -174,14 +170,15 @@ def concat_of(state: dace.SDFGState, sdfg: dace.SDFG, node: nodes.AccessNode) ->
 
 def _grid_values(exprs) -> list[dict]:
     syms = sorted({s for e in exprs for s in _sym(e).free_symbols}, key=str)
-    if len(syms) > 5:
+    if len(syms) > MAX_SYMBOLS:
         raise Refuse("too many symbols in the level ranges to check them")
     return [dict(zip(syms, vals, strict=True)) for vals in itertools.product(GRID, repeat=len(syms))]
 
 
 def levels_agree(a: tuple, b: tuple) -> bool:
     """Whether the index ranges ``a = (first, end)`` and ``b`` hold the same indices for every value of
-    their symbols on :data:`GRID` (empty ranges agree whatever their bounds)."""
+    their symbols on :data:`GRID` (empty ranges agree whatever their bounds; the ranges are piecewise linear
+    with breaks at small constants: ``Max(1, K0)``, ``Min(1, K1, L)``)."""
     for env in _grid_values(a + b):
         ra = range(int(_sym(a[0]).subs(env)), int(_sym(a[1]).subs(env)))
         rb = range(int(_sym(b[0]).subs(env)), int(_sym(b[1]).subs(env)))
