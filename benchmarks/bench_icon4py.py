@@ -172,6 +172,30 @@ def _compile_default_flags(sdfg):
     return sdfg.compile()
 
 
+def _compile_libm_wrappers(sdfg, name: str):
+    """``sdfg`` built with the IEEE-strict flags but without ``sdfg_scan_libm.h`` (the program's scalar
+    ``pow``/``exp``/``log`` through glibc's errno wrappers, as before that header): the "before" row."""
+    import tempfile
+
+    import dace
+
+    from sdfg_scan.expansions import environments as envs
+    from sdfg_scan.expansions.scan_blocked import VectorMath
+
+    sdfg = copy.deepcopy(sdfg)
+    sdfg.name = name
+    sdfg.build_folder = tempfile.mkdtemp(prefix="sdfg_scan_bench_")
+    saved = envs.ExactArithmetic.cmake_compile_flags, VectorMath.cmake_compile_flags
+    envs.ExactArithmetic.cmake_compile_flags = [f for f in saved[0] if f not in envs.libm_flags()]
+    VectorMath.cmake_compile_flags = [f for f in saved[1] if f not in envs.libm_flags()]
+    args = dace.Config.get("compiler", "cpu", "args") + " " + " ".join(envs.STRICT_HOST_FLAGS)
+    try:
+        with dace.config.set_temporary("compiler", "cpu", "args", value=args):
+            return sdfg.compile()
+    finally:
+        envs.ExactArithmetic.cmake_compile_flags, VectorMath.cmake_compile_flags = saved
+
+
 def _replay_error(label: str, ref: dict, rep: dict) -> list[str]:
     """Per output: max relative difference to the IEEE-strict build, share beyond rtol 1e-6, new NaN/Inf,
     flipped boolean (branch) outputs."""
@@ -204,6 +228,8 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int) -> list[str]:
     variants = {"gt4py default flags": _compile_default_flags(fx.load(form)),
                 "gt4py IEEE-strict": fx.compile_once("bench_graupel_strict", fx.load(form)),
                 "auto (exact)": fx.compile_once("bench_graupel_auto_exact", _graupel_blocked(None, "exact")),
+                "auto, libm errno wrappers": _compile_libm_wrappers(_graupel_blocked(None, "exact"),
+                                                                   "bench_graupel_auto_exact_wrapped"),
                 "auto, no ResultWriteThrough": fx.compile_once(
                     "bench_graupel_auto_exact_nowt", _graupel_blocked(None, "exact", write_through=False)),
                 "levels_outside (exact)": fx.compile_once("bench_graupel_levels_outside",
@@ -214,6 +240,8 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int) -> list[str]:
                 "blocked + persistent (exact)": fx.compile_once(
                     "bench_graupel_blocked_p", _graupel_blocked("blocked", "exact", persistent=True)),
                 "auto (replay)": fx.compile_once("bench_graupel_auto_replay", _graupel_blocked(None, "replay")),
+                "auto (replay), libm errno wrappers": _compile_libm_wrappers(
+                    _graupel_blocked(None, "replay"), "bench_graupel_auto_replay_wrapped"),
                 "auto (replay), no ResultWriteThrough": fx.compile_once(
                     "bench_graupel_auto_replay_nowt", _graupel_blocked(None, "replay", write_through=False)),
                 "auto + persistent (replay)": fx.compile_once(
@@ -227,6 +255,8 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int) -> list[str]:
     outs = fx.outputs_of(variants, kw)
     fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["auto (exact)"])
     fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["auto, no ResultWriteThrough"])
+    fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["auto, libm errno wrappers"])
+    fx.assert_bitwise_equal(outs["auto (replay)"], outs["auto (replay), libm errno wrappers"])
     fx.assert_bitwise_equal(outs["auto (replay)"], outs["auto (replay), no ResultWriteThrough"])
     fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["levels_outside (exact)"])
     fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["blocked (exact)"])

@@ -19,10 +19,10 @@ import dace
 
 from sdfg_scan.choice import Choice, check_pin, choose
 from sdfg_scan.context import REPRODUCIBILITY, TARGETS
-from sdfg_scan.expansions.environments import FLAGS_CUDA, ExactArithmetic
+from sdfg_scan.expansions.environments import FLAGS_CUDA, STRICT_HOST_FLAGS, ExactArithmetic
 from sdfg_scan.nodes.base import ColumnNode
 
-FLAGS_HOST = list(ExactArithmetic.cmake_compile_flags)
+FLAGS_HOST = list(STRICT_HOST_FLAGS)
 
 
 def compile_flags(reproducibility: str = "exact", target: str = "cpu") -> list[str]:

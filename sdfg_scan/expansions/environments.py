@@ -1,5 +1,7 @@
 """DaCe library environments of sdfg_scan expansions."""
 
+import ctypes
+import functools
 import glob
 import importlib.util
 import os
@@ -8,6 +10,41 @@ from pathlib import Path
 
 import dace.library
 from dace.libraries.sparse.environments.cusparse import cuSPARSE as _DaceCuSparse
+
+LIBM_HEADER = str(Path(__file__).with_name("sdfg_scan_libm.h"))
+"""Overloads of ``dace::math::pow/exp/log`` for doubles that call glibc's errno-free entry points."""
+
+
+@functools.cache
+def libm_finite_version() -> int | None:
+    """215 or 217: the symbol version (``GLIBC_2.15``, ``GLIBC_2.17``) under which this machine's libm
+    exports ``__pow_finite``, ``__exp_finite`` and ``__log_finite`` (the implementations behind ``pow``,
+    ``exp``, ``log``, without the wrapper that sets errno); ``None`` where it does not (not glibc, or a
+    libm without them), or where the environment variable ``SDFG_SCAN_LIBM_FINITE`` is ``0`` (opt-out: the
+    program then calls ``pow`` and sets errno as usual). Looked up once, with ``dlvsym``."""
+    if os.environ.get("SDFG_SCAN_LIBM_FINITE", "").strip() == "0":
+        return None
+    try:
+        libm = ctypes.CDLL("libm.so.6")
+        dlvsym = ctypes.CDLL(None).dlvsym
+    except (OSError, AttributeError):
+        return None
+    dlvsym.restype = ctypes.c_void_p
+    dlvsym.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
+    for code, version in ((215, b"GLIBC_2.15"), (217, b"GLIBC_2.17")):
+        if all(dlvsym(libm._handle, f"__{f}_finite".encode(), version) for f in ("pow", "exp", "log")):
+            return code
+    return None
+
+
+def libm_flags() -> list[str]:
+    """The compile flag that switches :data:`LIBM_HEADER` on, where the entry points exist."""
+    code = libm_finite_version()
+    return [] if code is None else [f"-DSDFG_SCAN_LIBM_FINITE={code}"]
+
+
+STRICT_HOST_FLAGS = ["-ffp-contract=off", "-fno-reciprocal-math", "-fsigned-zeros", "-fno-fast-math"]
+"""GCC flags of IEEE-strict host code (no FMA contraction, no reciprocal math, signed zeros)."""
 
 
 @dace.library.environment
@@ -20,6 +57,10 @@ class ExactArithmetic:
     flags, so they win). They apply to the whole host translation unit of that SDFG, which only ever
     makes other code more faithful to IEEE semantics; ``CMAKE_CUDA_FLAGS`` gives a CUDA build the nvcc
     equivalents (:data:`FLAGS_CUDA`). ``sdfg_scan.compile_flags("exact")`` lists them.
+
+    It also includes :data:`LIBM_HEADER`: the program's scalar ``pow``/``exp``/``log`` of doubles call
+    glibc's implementations directly, skipping the wrapper that sets errno (the same values; where the
+    entry points exist, :func:`libm_flags`).
     """
 
     cmake_minimum_version = None
@@ -31,10 +72,10 @@ class ExactArithmetic:
                                            "-Xcompiler=-fsigned-zeros"}
     cmake_includes: list[str] = []
     cmake_libraries: list[str] = []
-    cmake_compile_flags = ["-ffp-contract=off", "-fno-reciprocal-math", "-fsigned-zeros", "-fno-fast-math"]
+    cmake_compile_flags = STRICT_HOST_FLAGS + libm_flags()
     cmake_link_flags: list[str] = []
     cmake_files: list[str] = []
-    headers: list[str] = []
+    headers = {"frame": [LIBM_HEADER]}
     state_fields: list[str] = []
     init_code = ""
     finalize_code = ""
@@ -113,4 +154,5 @@ class CuSparse:
     handle_setup_code = staticmethod(_DaceCuSparse.handle_setup_code)
 
 
-__all__ = ["CuSparse", "ExactArithmetic", "FLAGS_CUDA", "cusparse_available", "cusparse_wheel"]
+__all__ = ["CuSparse", "ExactArithmetic", "FLAGS_CUDA", "LIBM_HEADER", "STRICT_HOST_FLAGS", "cusparse_available", "cusparse_wheel",
+           "libm_finite_version", "libm_flags"]

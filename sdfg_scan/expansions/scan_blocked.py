@@ -45,7 +45,7 @@ from dace.transformation.transformation import ExpandTransformation
 from sdfg_scan.cost import CELL_OUTER_SECONDS, efficiency_of, stream_seconds
 from sdfg_scan.expansions import declare
 from sdfg_scan.expansions import scan_blocked_codegen as codegen
-from sdfg_scan.expansions.environments import ExactArithmetic
+from sdfg_scan.expansions.environments import LIBM_HEADER, ExactArithmetic, libm_flags
 from sdfg_scan.expansions.scan_blocked_codegen import LANE, BodyWriter, Ref, Scope, Unsupported, Writer, storage_type
 from sdfg_scan.expansions.scan_columns import body_copy
 from sdfg_scan.scan_structure import NotAScan, analyze_scan
@@ -124,10 +124,11 @@ class VectorMath:
     # byte bool's mask to a double's (AVX-512 mask registers) and leaves graupel's if-converted block loop
     # scalar (no effect without AVX-512)
     cmake_compile_flags = ["-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math"] + \
-        (["-mprefer-vector-width=512"] if platform.machine() in ("x86_64", "AMD64") else [])
+        (["-mprefer-vector-width=512"] if platform.machine() in ("x86_64", "AMD64") else []) + libm_flags()
     cmake_link_flags: list[str] = []
     cmake_files: list[str] = []
-    headers: list[str] = []
+    # the scalar pow/exp/log left in the program (gt4py's own maps) skip glibc's errno wrapper too
+    headers = {"frame": [LIBM_HEADER]}
     state_fields: list[str] = []
     init_code = ""
     finalize_code = ""
