@@ -20,7 +20,8 @@ Rows (same process, same seeded inputs, same compiler flags: DaCe's defaults + E
 
 "Ours" is ``sdfg_scan.optimize`` (with graupel's driver aliasing declared as ``inplace``).
 
-Every transformed SDFG's outputs are checked bitwise against its baseline before timing.
+Every transformed SDFG's outputs are checked bitwise against its baseline before timing. The graupel rows
+end with a ``perf`` profile summary of the default-flags, exact and replay builds (``--profile-seconds``).
 Usage: ``python benchmarks/bench_icon4py.py [--ncells 20480] [--nlev 65] [--samples 7] [--repeat 50]``.
 """
 
@@ -217,7 +218,57 @@ def _replay_error(label: str, ref: dict, rep: dict) -> list[str]:
     return rows or [f"  {label}: every output bitwise equal to the IEEE-strict build"]
 
 
-def bench_graupel_blocked(size: tuple[int, int], samples: int) -> list[str]:
+PROFILE_GROUPS = (("libm.so", "scalar libm (pow, exp, log)"), ("libmvec", "vector math (libmvec)"),
+                  ("libgomp", "OpenMP runtime"), ("libc.so", "libc (memcpy, memset, malloc)"),
+                  ("[kernel", "kernel (page faults, scheduling)"))
+"""``perf``'s shared objects -> the groups :func:`profile_summary` prints; the program's own library, and
+everything else, are the other two groups."""
+
+
+def profile_summary(label: str, compiled, kw: dict, seconds: float) -> list[str]:
+    """Where ``compiled``'s time goes: ``perf record`` on this process while it calls ``compiled`` for
+    ``seconds``, summed per group of :data:`PROFILE_GROUPS` and the program's own code, plus the five
+    heaviest symbols; one line saying why where ``perf`` is missing or refused."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    if shutil.which("perf") is None:
+        return [f"  profile {label}: skipped (no perf on PATH)"]
+    data = os.path.join(tempfile.mkdtemp(prefix="sdfg_scan_perf_"), "perf.data")
+    rec = subprocess.Popen(["perf", "record", "-q", "-F", "999", "-p", str(os.getpid()), "-o", data, "--",
+                            "sleep", str(seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.3)   # perf attaches
+    while rec.poll() is None:
+        compiled(**fx.fresh(kw))
+    err = rec.stderr.read() if rec.stderr else ""
+    out = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", "dso,sym", "--stdio"],
+                         capture_output=True, text=True)
+    if rec.returncode != 0 or out.returncode != 0:
+        why = (err or out.stderr).strip().splitlines()
+        return [f"  profile {label}: skipped (perf failed: {why[0] if why else rec.returncode})"]
+    program = os.path.basename(getattr(compiled, "filename", ""))
+    groups: dict[str, float] = {}
+    top: list[tuple[float, str]] = []
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if len(parts) < 3 or line.lstrip().startswith("#") or not parts[0].endswith("%"):
+            continue
+        share, dso, sym = float(parts[0][:-1]), parts[1], " ".join(parts[3:] if parts[2] == "[.]" or
+                                                                   parts[2] == "[k]" else parts[2:])
+        name = next((g for key, g in PROFILE_GROUPS if dso.startswith(key)), None)
+        if name is None:
+            name = "the program's own code" if dso == program else "other (Python, NumPy, ...)"
+        groups[name] = groups.get(name, 0.0) + share
+        top.append((share, f"{sym} ({dso})"))
+    rows = [f"  profile {label} (perf, {seconds:g} s of calls): " +
+            ", ".join(f"{g} {v:.1f}%" for g, v in sorted(groups.items(), key=lambda kv: -kv[1]))]
+    rows += [f"      {share:5.1f}%  {what}" for share, what in sorted(top, reverse=True)[:5]]
+    return rows
+
+
+def bench_graupel_blocked(size: tuple[int, int], samples: int, profile_seconds: float = 0.0) -> list[str]:
     """``graupel_run_dyn`` at ``size``: gt4py's SDFG (DaCe default flags; IEEE-strict) vs the ``blocked``
     (exact) and ``blocked_simd`` (replay) expansions; exact is checked bitwise against the IEEE-strict
     build, replay against rtol 1e-6 on 99.9 % of every output's entries and for new NaN/Inf."""
@@ -279,6 +330,9 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int) -> list[str]:
     for k, t in times.items():
         rows.append(f"  {k:30} min {min(t):.3e} s  med {np.median(t):.3e} s  speed-up vs default flags "
                     f"{base / min(t):5.2f}")
+    if profile_seconds > 0:
+        for k in ("gt4py default flags", "auto (exact)", "auto (replay)"):
+            rows += profile_summary(k, variants[k], kw, profile_seconds)
     return rows
 
 
@@ -289,12 +343,14 @@ def main(argv=None) -> int:
     ap.add_argument("--samples", type=int, default=7)
     ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--only", choices=("all", "dycore_pair", "graupel_blocked"), default="all")
+    ap.add_argument("--profile-seconds", type=float, default=4.0,
+                    help="graupel rows: perf profile of each main variant for this long (0: none)")
     a = ap.parse_args(argv)
     if not fx.available():
         print(fx.SKIP_REASON)
         return 0
     if a.only == "graupel_blocked":
-        print("\n".join(bench_graupel_blocked((a.ncells, a.nlev), a.samples)))
+        print("\n".join(bench_graupel_blocked((a.ncells, a.nlev), a.samples, a.profile_seconds)))
         return 0
     pair_rows = bench_dycore_pair((a.ncells, a.nlev), a.samples, max(1, a.repeat // 10))
     if a.only == "dycore_pair":
@@ -315,7 +371,7 @@ def main(argv=None) -> int:
         applied = ", ".join(f"{k}={v}" for k, v in counts.items())
         print(f"{label:28} {size:>12} {base:>14} {tb:11.3e} {to:11.3e} {tb / to:9.2f}  {applied}")
     print("\n".join(pair_rows))
-    print("\n".join(bench_graupel_blocked((a.ncells, a.nlev), a.samples)))
+    print("\n".join(bench_graupel_blocked((a.ncells, a.nlev), a.samples, a.profile_seconds)))
     return 0
 
 
