@@ -41,7 +41,7 @@ def mapped(col: dace.SDFG, name: str, schedule=dace.ScheduleType.Default, extra_
     if nested_map:
         outer = st.add_map("outer", {"j": "0:1"})
     me, mx = st.add_map("cells", {"i": "0:N"}, schedule=schedule)
-    node = st.add_nested_sdfg(col, {"x", "init"}, {"out", "aux", "last", "last2"},
+    node = st.add_nested_sdfg(col, dict.fromkeys(["x", "init"]), dict.fromkeys(["out", "aux", "last", "last2"]),
                               symbol_mapping={"K": K, **({"N": N} if cell else {})})
     ins = {"x": "x[i, 0:K]", "init": "init[i]"}
     outs = {"out": "out[i, 0:K]", "aux": "aux[i, 0:K]", "last": "last[i]", "last2": "last2[i]"}

@@ -37,7 +37,7 @@ from dace.sdfg.state import LoopRegion
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfg_scan.context import context_of
-from sdfg_scan.expansions.environments import ExactArithmetic
+from sdfg_scan.expansions.environments import BLOCK_DEFAULT, ExactArithmetic
 
 ColumnNode: TypeAlias = Any  # the node type (duck-typed: an expansion never imports a node module)
 """Type of the nodes these builders take (duck-typed: ``operand``, ``resolved_axis``, ``label``; an
@@ -251,6 +251,7 @@ def build_blocked(node: ColumnNode, state: dace.SDFGState, kernel: ColumnKernel,
     ranges = {params[d]: f"0:{dace.symbolic.symstr(shape[d])}" for d in col_dims if d != cell_axis}
     ranges["_b"] = f"0:int_ceil({ncs}, {block})"
     me, mx = st.add_map(f"{node.label}_blocks", ranges)
+    me.map.gpu_block_size = list(BLOCK_DEFAULT)   # used only when the map becomes a GPU kernel
     params[cell_axis] = f"{block}*_b:Min({ncs}, {block}*_b + {block})"
     nk = shape[axis]
     mapping = {s: dace.symbol(s, outer.symbols[s]) for s in outer.symbols if s in inner.free_symbols}

@@ -30,6 +30,7 @@ import numpy as np
 from dace import dtypes
 
 from sdfg_scan.context import target_of
+from sdfg_scan.expansions.environments import BLOCK_DEFAULT
 from sdfg_scan.reference import reduce_identity
 
 STACK_DEPTH = 34
@@ -137,6 +138,7 @@ def _tasklet_map(node, state, name: str, cell_axis: int, block: int, code: str) 
     ranges["_b"] = f"0:int_ceil({ncell}, {block})"
     cells = f"{block}*_b:Min({ncell}, {block}*_b + {block})"
     me, mx = st.add_map(f"{node.label}_blocks", ranges)
+    me.map.gpu_block_size = list(BLOCK_DEFAULT)   # used only when the map becomes a GPU kernel
 
     def index(conn: str) -> str:
         op = node.operand(state, conn)

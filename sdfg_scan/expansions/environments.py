@@ -82,6 +82,11 @@ class ExactArithmetic:
     dependencies: list[type] = []
 
 
+BLOCK_DEFAULT = (32, 1, 1)
+"""``gpu_block_size`` of the maps of our expansions that may become GPU kernels and whose block size was never
+tuned on a GPU (the blocked CPU schedules, PCR's element maps): DaCe's own default
+(``compiler.cuda.default_block_size``) set on the map, so that DaCe does not warn that it falls back to it."""
+
 FLAGS_CUDA = ["--fmad=false", "-prec-div=true", "-prec-sqrt=true"]
 """nvcc flags an ``exact`` GPU build needs (see :func:`sdfg_scan.select.exact_cuda_flags`)."""
 
@@ -154,5 +159,5 @@ class CuSparse:
     handle_setup_code = staticmethod(_DaceCuSparse.handle_setup_code)
 
 
-__all__ = ["CuSparse", "ExactArithmetic", "FLAGS_CUDA", "LIBM_HEADER", "STRICT_HOST_FLAGS", "cusparse_available", "cusparse_wheel",
+__all__ = ["BLOCK_DEFAULT", "CuSparse", "ExactArithmetic", "FLAGS_CUDA", "LIBM_HEADER", "STRICT_HOST_FLAGS", "cusparse_available", "cusparse_wheel",
            "libm_finite_version", "libm_flags"]

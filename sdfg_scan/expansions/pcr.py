@@ -25,7 +25,10 @@ import dace
 from dace import dtypes
 from dace.sdfg.state import LoopRegion
 
+from sdfg_scan.expansions.environments import BLOCK_DEFAULT
+
 ColumnNode: TypeAlias = Any  # the node type (duck-typed: an expansion never imports a node module)
+
 
 STEP = """\
 using T = {T};
@@ -88,9 +91,10 @@ class _PCR:
         return ", ".join(level if d == self.axis else self.params[d] for d in range(len(self.shape)))
 
     def _mapped(self, state: dace.SDFGState, label: str, code: str, reads: dict, writes: dict) -> None:
-        state.add_mapped_tasklet(label, self._ranges(), {c: dace.Memlet(m) for c, m in reads.items()}, code,
-                                 {c: dace.Memlet(m) for c, m in writes.items()}, external_edges=True,
-                                 language=dtypes.Language.CPP)
+        _, me, _ = state.add_mapped_tasklet(label, self._ranges(), {c: dace.Memlet(m) for c, m in reads.items()},
+                                            code, {c: dace.Memlet(m) for c, m in writes.items()},
+                                            external_edges=True, language=dtypes.Language.CPP)
+        me.map.gpu_block_size = list(BLOCK_DEFAULT)   # used only when the map becomes a GPU kernel
 
     def _init(self, state: dace.SDFGState) -> None:
         i = self._index("_k")

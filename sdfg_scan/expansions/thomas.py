@@ -35,7 +35,10 @@ import dace
 from dace import dtypes
 from dace.sdfg.state import LoopRegion
 
+from sdfg_scan.expansions.environments import BLOCK_DEFAULT
+
 ColumnNode: TypeAlias = Any  # the node type (duck-typed: an expansion never imports a node module)
+
 
 NK, NB, K, CELL = "_nk", "_nb", "_k", "_cell"
 GPU_BLOCK = 128
@@ -254,7 +257,9 @@ def build_columns(node: ColumnNode, state: dace.SDFGState, kernel: SweepKernel) 
     me.map.gpu_block_size = [GPU_BLOCK, 1, 1]  # used only when the map becomes a GPU kernel
     nk = shape[axis]
     idx = ", ".join(f"0:{dace.symbolic.symstr(nk)}" if d == axis else params[d] for d in range(len(shape)))
-    ins = kernel.inputs + kernel.scratch
+    # the scratch columns are written before they are read inside: outputs only (as inputs too, the outer
+    # transients would be read before anything wrote them, which DaCe rightly warns about)
+    ins = kernel.inputs
     outs = kernel.outputs + kernel.scratch
     nsdfg = st.add_nested_sdfg(inner, dict.fromkeys(ins), dict.fromkeys(outs),
                                symbol_mapping=_symbol_mapping(outer, inner, {NK: levels(nk)}))
@@ -271,6 +276,7 @@ def block_map(st: dace.SDFGState, label: str, shape, axis: int, cell_axis: int, 
     ranges = {params[d]: f"0:{dace.symbolic.symstr(shape[d])}" for d in col_dims if d != cell_axis}
     ranges["_blk"] = f"0:int_ceil({ncs}, {block})"
     me, mx = st.add_map(f"{label}_blocks", ranges)
+    me.map.gpu_block_size = list(BLOCK_DEFAULT)   # used only when the map becomes a GPU kernel
     params[cell_axis] = f"{block}*_blk:Min({ncs}, {block}*_blk + {block})"
     nk = shape[axis]
     idx = ", ".join(f"0:{dace.symbolic.symstr(nk)}" if d == axis else params[d] for d in range(len(shape)))
