@@ -9,6 +9,9 @@
   ``rename_intermediate_access_nodes``), as ``driver/run_graupel_only.py`` sets them;
 * ``sdfg_scan_exact`` / ``sdfg_scan_replay``: plus ``sdfg_scan.gt4py.optimization_hooks`` instead;
 * ``sdfg_scan_replay_vmaps``: ``replay`` with ``vectorize_maps=True`` (gt4py's pointwise maps vectorised too).
+* ``sdfg_scan_exact_inplace`` / ``sdfg_scan_replay_inplace`` (not in the default list): the hooks told the
+  driver's aliasing (``inplace={"q_out": "q_in", "t_out": "te"}``), so the scan's results are written
+  straight into the outputs.
 
 Same seeded inputs in physical ranges for all (dt=30, qnc=100, masking on, KOKKOS_MUPHYS, as the icon4py
 driver); outputs compared with ``stock`` and with ``stock_strict`` (max relative difference, or
@@ -70,9 +73,11 @@ def _program(variant: str, ncells: int, nlev: int, program: str = PROGRAM):
         descriptor["optimization_args"]["optimization_hooks"] = {
             Hook.TopLevelDataFlowPost: lambda sdfg: pin_flags(sdfg, "exact")}
     elif variant.startswith("sdfg_scan"):
+        # *_inplace: the driver's aliasing declared (q_out is q_in, t_out is te; no other two share memory)
+        inplace = {"q_out": "q_in", "t_out": "te"} if variant.endswith("_inplace") else None
         descriptor["optimization_args"]["optimization_hooks"] = sg.optimization_hooks(
-            gpu=False, reproducibility=variant.removeprefix("sdfg_scan_").removesuffix("_vmaps"),
-            vectorize_maps=variant.endswith("_vmaps"))
+            gpu=False, reproducibility=variant.removeprefix("sdfg_scan_").removesuffix("_inplace").removesuffix("_vmaps"),
+            vectorize_maps=variant.endswith("_vmaps"), inplace=inplace)
     if program == "muphys_run":   # masking is always on in muphys_run
         prog, constants = muphys.muphys_run, {"dt": 30.0, "qnc": 100.0, "use_aes_graupel": False}
     elif program == "graupel_run":

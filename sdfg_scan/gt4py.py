@@ -88,7 +88,8 @@ def _hook_enum():
 def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
                        existing: Mapping[Any, Callable[[dace.SDFG], None]] | None = None,
                        horizontal_unit_stride: bool | None = None,
-                       vectorize_maps: bool = False, assume_no_alias: bool = False) -> OptimizationHooks:
+                       vectorize_maps: bool = False, assume_no_alias: bool = False,
+                       inplace: Mapping[str, str] | None = None) -> OptimizationHooks:
     """The ``optimization_hooks`` mapping for gt4py's ``gt_auto_optimize`` with sdfg_scan installed.
 
     :param gpu: whether the backend builds for GPU (selects the final hook, ``AfterToGPU`` vs
@@ -108,15 +109,31 @@ def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
         (``ResultWriteThrough``) wherever the rest of the state allows; by default (False) only where no
         other argument is accessed while or after the result is computed, which is safe when arguments
         share memory (icon4py's graupel driver passes ``q_out`` = ``q_in``).
+    :param inplace: ``output -> input`` parameter pairs the caller always passes as one buffer, and the
+        promise that it passes no other two arguments as one buffer: icon4py's graupel driver,
+        ``{"q_out": "q_in", "t_out": "te"}`` (a tuple parameter pairs member by member). Then the first hook
+        runs ``optimize(..., inplace=<the pairs>)``: those outputs are written in place where legal
+        (``ScanOutputsInPlace``), and results are written through into outputs (``ResultWriteThrough``)
+        where the declared pairs allow, as for ``assume_no_alias=True``. Pairs a program lacks are skipped
+        (the hooks see every program the backend translates), so declare only pairs every call aliases.
     """
     if reproducibility not in REPRODUCIBILITY:
         raise ValueError(f"sdfg_scan.gt4py.optimization_hooks: reproducibility must be one of "
                          f"{REPRODUCIBILITY}, got '{reproducibility}'")
+    if inplace is not None:
+        bad = [(k, v) for k, v in dict(inplace).items() if not isinstance(k, str) or not isinstance(v, str) or k == v]
+        if bad:
+            raise ValueError(f"sdfg_scan.gt4py.optimization_hooks: inplace must map output parameter names to "
+                             f"other input parameter names (str -> str), got {bad!r}")
+        if assume_no_alias and inplace:
+            raise ValueError("sdfg_scan.gt4py.optimization_hooks: assume_no_alias=True says no two arguments share "
+                             f"memory, inplace={dict(inplace)!r} says some do: give one of them")
     hook = _hook_enum()
     hooks = OptimizationHooks(dict(existing or {}))
     target = "gpu" if gpu else "cpu"
     stages: dict[Any, Callable[[dace.SDFG], None]] = {hook.TopLevelDataFlowPre: LiftStage(
-                  target, reproducibility, hooks.reports, assume_no_alias=assume_no_alias),
+                  target, reproducibility, hooks.reports, assume_no_alias=assume_no_alias,
+                  inplace=None if inplace is None else dict(inplace)),
               (hook.AfterToGPU if gpu else hook.TopLevelDataFlowPost): ExpandStage(
                   target, reproducibility, hooks.reports, horizontal_unit_stride, vectorize_maps)}
     for key, stage in stages.items():
@@ -127,9 +144,11 @@ def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
     return hooks
 
 
-def make_backend(gpu: bool = False, reproducibility: str = "exact", **kwargs: Any):
+def make_backend(gpu: bool = False, reproducibility: str = "exact", inplace: Mapping[str, str] | None = None,
+                 **kwargs: Any):
     """gt4py's DaCe backend (``make_dace_toolchain``) with :func:`optimization_hooks` installed.
 
+    :param inplace: as :func:`optimization_hooks`' (parameter pairs every call passes as one buffer).
     :param kwargs: ``DaCeConfig`` fields (``auto_optimize``, ``unstructured_horizontal_has_unit_stride``,
         ...) and ``make_dace_translator`` keywords (``use_metrics``, ``async_sdfg_call``, ...);
         ``auto_optimize_args`` are merged, their ``optimization_hooks`` chained before ours.
@@ -143,7 +162,7 @@ def make_backend(gpu: bool = False, reproducibility: str = "exact", **kwargs: An
     ao_args = dict(tr_kw.pop("auto_optimize_args", None) or {})
     cfg = gtx_factory.DaCeConfig(gpu=gpu, **cfg_kw)
     ao_args["optimization_hooks"] = optimization_hooks(gpu, reproducibility, ao_args.get("optimization_hooks"),
-                                                       cfg.unstructured_horizontal_has_unit_stride)
+                                                       cfg.unstructured_horizontal_has_unit_stride, inplace=inplace)
     return gtx_backend.make_dace_toolchain(
-        cfg, name_postfix=f"_sdfg_scan_{reproducibility}",
+        cfg, name_postfix=f"_sdfg_scan_{reproducibility}" + ("_inplace" if inplace else ""),
         translation=functools.partial(gtx_factory.make_dace_translator, auto_optimize_args=ao_args, **tr_kw))

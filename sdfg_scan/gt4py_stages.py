@@ -3,6 +3,7 @@ process pool). Each takes the SDFG gt4py is optimising and changes it in place."
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -13,13 +14,13 @@ from sdfg_scan import __version__
 EXACT_ENV = "sdfg_scan.expansions.environments.ExactArithmetic"
 """The environment whose compile flags make a program IEEE-strict (``reproducibility="exact"``)."""
 
-HOOKS_REVISION = f"{__version__}-9"
+HOOKS_REVISION = f"{__version__}-10"
 """sdfg_scan's version and a revision of what the hooks do. Every stage carries it as a field, so it is part
 of the fingerprint gt4py keys its (persistent) translation cache with: programs an older sdfg_scan
 translated are not served to a newer one. Bump it when lifting, recognition or selection changes (-8: the
 Thomas pair in icon4py's concat_where form, the absorbed coefficient map, write_through; -9: results
 written through into outputs by ``ResultWriteThrough``, the ``assume_no_alias`` option, copies walking the
-unit-stride dimension innermost, ``CopyInLayoutOrder``)."""
+unit-stride dimension innermost, ``CopyInLayoutOrder``; -10: the ``inplace`` option)."""
 
 
 @dataclass
@@ -53,6 +54,7 @@ class LiftStage:
     reports: list = field(default_factory=list)
     revision: str = HOOKS_REVISION
     assume_no_alias: bool = False
+    inplace: dict[str, str] | None = None
 
     def __call__(self, sdfg: dace.SDFG) -> None:
         from sdfg_scan import optimize
@@ -60,11 +62,33 @@ class LiftStage:
         # gt4py applies its own GPU transformation later (gpu_transform=False); lifting and canonicalising
         # are target-free, the target-specific choice is made again by ExpandStage where the layout is final
         # assume_no_alias False: a result is written through into an output only where no other argument
-        # is accessed while or after it is computed (icon4py's graupel driver passes one buffer twice)
+        # is accessed while or after it is computed (icon4py's graupel driver passes one buffer twice);
+        # declared inplace pairs: those pairs share memory, every other pair of arguments does not
+        pairs = None if self.inplace is None else argument_pairs(sdfg, self.inplace)
         report = optimize(sdfg, target=self.target, reproducibility=self.reproducibility, gpu_transform=False,
-                          assume_no_alias=self.assume_no_alias)
+                          inplace=pairs, assume_no_alias=self.assume_no_alias or self.inplace is not None)
         setattr(report, "sdfg_name", sdfg.name)  # noqa: B010  (which program the report is about)
         self.reports.append(report)
+
+
+def argument_pairs(sdfg: dace.SDFG, inplace: dict[str, str]) -> dict[str, str]:
+    """The ``output -> input`` pairs of ``inplace`` (gt4py parameter names) as ``sdfg``'s argument arrays.
+
+    A field parameter is one array of its name; gt4py flattens a tuple parameter into one array per member,
+    named by the member's position (``q_out`` of six fields is ``q_out_0`` ... ``q_out_5``; nested tuples
+    add further ``_<i>``), so a tuple pair pairs its members position by position. A pair whose names are
+    not both arguments of ``sdfg`` is skipped: the hooks see every program the backend translates."""
+    args = {n for n, d in sdfg.arrays.items() if not d.transient}
+    pairs: dict[str, str] = {}
+    for out, inp in inplace.items():
+        if out in args and inp in args:
+            pairs[out] = inp
+            continue
+        for name in sorted(args):
+            tail = name[len(out):]
+            if name.startswith(out) and re.fullmatch(r"(_\d+)+", tail) and inp + tail in args:
+                pairs[name] = inp + tail
+    return pairs
 
 
 def horizontal_unit_stride(sdfg: dace.SDFG) -> bool:

@@ -242,3 +242,31 @@ def test_unit_stride_backend_chooses_for_the_final_strides_and_is_bitwise():
                                            **outs, offset_provider={})
     for name, want in zip(PRECIP_SCALED.outputs, PRECIP_SCALED.reference(*ins.values()), strict=True):
         assert _bitwise(outs[name].asnumpy(), want), name
+
+
+def test_declared_inplace_pairs_write_results_through_and_stay_bitwise_when_aliased():
+    """By default the hooks assume any two arguments may share memory, so a result the scan computes while
+    it reads other arguments (``rho``, ``dz``) stays in its temporary and is copied. ``inplace={"qr_out":
+    "qr"}`` declares the only aliasing the caller does (icon4py's graupel driver: ``q_out`` = ``q_in``):
+    the three results are written through, and a call passing ``qr`` as ``qr_out`` still gives the
+    reference bitwise (``qr`` is read by the map computing ``qr * 2`` before the scan writes)."""
+    import functools
+
+    from gt4py_programs.programs import precip_scaled_domain
+
+    declared = sg.optimization_hooks(gpu=False, reproducibility="exact", inplace={"qr_out": "qr"})
+    be = gtx_backend.make_dace_toolchain(
+        gtx_factory.DaCeConfig(), name_postfix="_sdfg_scan_inplace",
+        translation=functools.partial(gtx_factory.make_dace_translator,
+                                      auto_optimize_args={"optimization_hooks": declared}))
+    n, nk = 7, 9
+    ins = {k: np.asfortranarray(v) for k, v in PRECIP_SCALED.make_inputs(np.random.default_rng(5), n, nk).items()}
+    want = PRECIP_SCALED.reference(*ins.values())
+    fields = {k: gtx.as_field([Cell, K], v.copy(order="F"), allocator=np) for k, v in ins.items()}
+    outs = {"qr_out": fields["qr"], **{k: gtx.as_field([Cell, K], np.full((n, nk), np.nan, order="F"), allocator=np)
+                                     for k in ("qs_out", "flux")}}
+    precip_scaled_domain.with_backend(be)(**fields, **outs, horizontal_start=0, horizontal_end=n, vertical_start=0,
+                                          vertical_end=nk, offset_provider={})
+    assert declared.reports[0].applied.get("ResultWriteThrough") == 3, declared.reports[0].applied
+    for name, ref in zip(PRECIP_SCALED.outputs, want, strict=True):
+        assert _bitwise(outs[name].asnumpy(), ref), name

@@ -214,3 +214,49 @@ def test_integer_division_in_the_ranges():
     kw = {"X": np.arange(5.0), "O": np.full(5, -7.0), "N": 5}
     out = _run(new, kw)["O"]
     assert np.array_equal(out[:2], [1.0, 2.0])   # the rest: uninitialised in the original, untouched here
+
+
+def test_gt4py_argument_pairs_pair_tuple_members_and_skip_what_a_program_lacks():
+    """``optimization_hooks(inplace=...)`` names gt4py parameters; gt4py flattens a tuple parameter into one
+    argument per member (``q_out`` -> ``q_out_0``, ...), so a tuple pair pairs its members by position."""
+    from sdfg_scan.gt4py_stages import argument_pairs
+
+    sdfg = dace.SDFG("rwt_pairs")
+    for name in ("q_in_0", "q_in_1", "q_out_0", "q_out_1", "q_out_10", "te", "t_out", "p_0_1", "r_0_1"):
+        sdfg.add_array(name, [4], dace.float64)
+    sdfg.add_transient("q_out_2", [4], dace.float64)   # a transient is no argument
+    sdfg.add_array("q_in_2", [4], dace.float64)
+    got = argument_pairs(sdfg, {"q_out": "q_in", "t_out": "te", "missing": "te", "r": "p", "q_outx": "q_in"})
+    assert got == {"q_out_0": "q_in_0", "q_out_1": "q_in_1", "t_out": "te", "r_0_1": "p_0_1"}
+
+
+def test_gt4py_hooks_refuse_contradictory_or_malformed_inplace():
+    import sdfg_scan.gt4py as sg
+
+    with pytest.raises(ValueError, match="assume_no_alias=True says no two arguments share memory"):
+        sg.optimization_hooks(assume_no_alias=True, inplace={"q_out": "q_in"})
+    with pytest.raises(ValueError, match="inplace must map output parameter names"):
+        sg.optimization_hooks(inplace={"q": "q"})
+    with pytest.raises(ValueError, match="inplace must map output parameter names"):
+        sg.optimization_hooks(inplace={"q": 1})
+
+
+def test_cover_is_checked_per_group_of_dimensions_sharing_symbols():
+    """gt4py names the cell and level ranges with symbols of their own: each dimension's group is checked on
+    the grid of its own symbols (three and three here; six at once were refused as too many), a group that
+    shares symbols across dimensions stays one group."""
+    from dace import subsets as sbs
+
+    from sdfg_scan.transformations.result_write_through import Refuse, check_cover
+
+    def r(text):
+        return sbs.Range.from_string(text)
+
+    shape = (dace.symbolic.pystr_to_symbolic("Max(0, he - hs)"), dace.symbolic.pystr_to_symbolic("Max(0, ve - vs)"))
+    copied = r("0:he - hs, 0:ve - vs")
+    check_cover(shape, [r("Min(hs, hx) - hs:he - hs, 0:ve - vs")], [r("0:Min(he, hx + 1) - hs, vx - vx:ve - vs")],
+                copied)
+    with pytest.raises(Refuse, match="outside the part that is copied"):
+        check_cover(shape, [r("Min(hs, hx) - hs:he - hs, 0:ve - vs")], [], r("0:he - hs, Min(vx, 1):ve - vs"))
+    with pytest.raises(Refuse, match=r"too many symbols in the index ranges to check them \(7\)"):
+        check_cover(shape, [r("Min(hs, hx) - hs:Min(he, ve + a) - hs, Min(vs, vx) - vs:ve - vs")], [], copied)

@@ -73,14 +73,35 @@ def _numeric(exprs: list, syms: list):
 def check_cover(shape: tuple, written: list, read: list, copied: subsets.Range) -> None:
     """Every element the writers write and the other readers read lies in the copied box, for every value
     of the symbols on :data:`GRID` at which the original program stays inside the temporary (where it
-    does not, the original is undefined). Raises :class:`Refuse` otherwise."""
+    does not, the original is undefined). Raises :class:`Refuse` otherwise.
+
+    Containment in a box is containment in each dimension, so the dimensions are checked in groups that
+    share no symbol (gt4py names the cell range and the level range with symbols of their own), each group
+    on the grid of its own symbols, at the values where the accesses are non-empty and inside the temporary
+    in that group's dimensions (a superset of the points where they are in every dimension: stricter)."""
     boxes = _boxes(written + read + [copied])
-    flat = [x for box in boxes for pair in box for x in pair] + [_sym(s) for s in shape]
-    syms = sorted({s for x in flat for s in x.free_symbols}, key=str)
+    nd = len(shape)
+    dim_syms = [set(_sym(shape[d]).free_symbols).union(*(x.free_symbols for box in boxes for x in box[d]))
+                for d in range(nd)]
+    groups: list[tuple[list[int], set]] = []
+    for d in range(nd):
+        dims, syms = [d], set(dim_syms[d])
+        for g in [g for g in groups if g[1] & syms]:
+            groups.remove(g)
+            dims, syms = sorted(dims + g[0]), syms | g[1]
+        groups.append((dims, syms))
+    for dims, syms in groups:
+        _check_cover_dims([_sym(shape[d]) for d in dims], [[box[d] for d in dims] for box in boxes],
+                          sorted(syms, key=str))
+
+
+def _check_cover_dims(ext_exprs: list, boxes: list, syms: list) -> None:
+    """:func:`check_cover` for the dimensions of one group (``boxes`` restricted to them, the copy last)."""
     if len(syms) > MAX_SYMBOLS:
         raise Refuse(f"too many symbols in the index ranges to check them ({len(syms)})")
+    flat = [x for box in boxes for pair in box for x in pair] + list(ext_exprs)
     f = _numeric(flat, syms)
-    nd = len(shape)
+    nd = len(ext_exprs)
     for vals in itertools.product(GRID, repeat=len(syms)):
         try:
             v = [int(x) for x in f(*vals)]

@@ -130,6 +130,16 @@ def precip_scaled_ref(qr, qs, rho, dz):
     return precip_gated_ref(qr * 2.0, qs, rho, dz)
 
 
+@gtx.program
+def precip_scaled_domain(qr: CK, qs: CK, rho: CK, dz: CK, qr_out: CK, qs_out: CK, flux: CK,
+                         horizontal_start: gtx.int32, horizontal_end: gtx.int32, vertical_start: gtx.int32,
+                         vertical_end: gtx.int32):
+    """``precip_scaled`` on an explicit domain, as icon4py's programs bound theirs (one range for every
+    output: what lets ``ResultWriteThrough`` prove that the scan writes only what is copied)."""
+    _precip_scaled(qr, qs, rho, dz, out=(qr_out, qs_out, flux),
+                   domain={Cell: (horizontal_start, horizontal_end), K: (vertical_start, vertical_end)})
+
+
 # --- 4. the Thomas pair: forward sweep (tuple carry) + back substitution (backward) -------------------
 @gtx.scan_operator(axis=K, forward=True, init=(0.0, 0.0))
 def _sweep(state: tuple[gtx.float64, gtx.float64], a: gtx.float64, b: gtx.float64, c: gtx.float64,
