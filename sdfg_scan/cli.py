@@ -8,6 +8,7 @@ and the subcommand modules import dace and the package's nodes only inside ``run
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,8 +19,15 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from sdfg_scan.demo import main
+    from sdfg_scan.demo import SAMPLES_DIR, main
 
+    unknown = [n for n in args.samples if not (SAMPLES_DIR / f"{n}.py").is_file()]
+    if unknown:
+        known = sorted(p.stem for p in SAMPLES_DIR.glob("*.py")) if SAMPLES_DIR.is_dir() else []
+        print(f"sdfg-scan demo: no sample {', '.join(repr(n) for n in unknown)} in {SAMPLES_DIR}; expected one of "
+              f"{', '.join(known) or '(none: the demo runs from a checkout of the repository, pip install -e .)'}",
+              file=sys.stderr)
+        return 2
     return main(args.samples or None)
 
 
@@ -43,15 +51,22 @@ def _view_args(p: argparse.ArgumentParser) -> None:
 
 
 def _view(args: argparse.Namespace) -> int:
-    from sdfg_scan.cli_scan import load
+    from sdfg_scan.cli_scan import load, output_path
 
     sdfg = load(args.file, "view")
     if sdfg is None:
         return 2
+    name = Path(args.file).name.removesuffix(".sdfgz").removesuffix(".sdfg")
+    out = output_path(args.output or f"{name}.html", "view", "the HTML page")
+    if out is None:
+        return 2
     from sdfg_scan.view import sections, write_page
 
-    name = Path(args.file).name.removesuffix(".sdfgz").removesuffix(".sdfg")
-    out = write_page(sdfg, args.output or f"{name}.html", title=name)
+    try:
+        write_page(sdfg, out, title=name)
+    except OSError as e:
+        print(f"sdfg-scan view: cannot write -o '{out}' ({e.strerror or type(e).__name__})", file=sys.stderr)
+        return 2
     bodies = len(sections(sdfg)) - 1
     print(f"written: {out} (standalone: opens without network or dace; {bodies} scan bod"
           f"{'y' if bodies == 1 else 'ies'} as graphs of their own)")
@@ -85,8 +100,25 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand. A reader that stops early (``sdfg-scan list | head -1``) ends the command quietly
+    with status 141 (128 + SIGPIPE), as tools killed by SIGPIPE do; the output file is written before."""
     args = parser().parse_args(argv)
-    return COMMANDS[args.command][2](args)
+    try:
+        status = COMMANDS[args.command][2](args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _drop_stdout()
+        return 141
+    return status
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's final flush does not fail on the closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (captured in tests)
+        pass
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import sys
 from collections.abc import Callable
 
 
@@ -41,12 +42,12 @@ def _export(args: argparse.Namespace) -> int:
     try:
         from sdfg_scan.export import export
     except ImportError as e:  # pragma: no cover
-        print(f"sdfg-scan export: {e}")
+        print(f"sdfg-scan export: {e}", file=sys.stderr)
         return 2
     try:
         static = _static(args.static)
     except ValueError as e:
-        print(e)
+        print(e, file=sys.stderr)
         return 2
     variants = [v.strip() for v in args.variants.split(",") if v.strip()] if args.variants else None
     for spec in args.programs:
@@ -54,11 +55,11 @@ def _export(args: argparse.Namespace) -> int:
         try:
             path = export(ref, args.out, name=name or None, hooks=args.hooks, static=static, variants=variants)
         except ValueError as e:
-            print(e)
+            print(e, file=sys.stderr)
             return 2
         except ImportError as e:
             print(f"sdfg-scan export: cannot import '{ref}' ({e}); gt4py programs need the gt4py venv "
-                  "(`make fixtures`, Python >= 3.12, pip install -e '.[gt4py]')")
+                  "(`make fixtures`, Python >= 3.12, pip install -e '.[gt4py]')", file=sys.stderr)
             return 2
         print(f"wrote {path.parent}/{path.name.removesuffix('.meta.json')}.* ({path})")
     return 0

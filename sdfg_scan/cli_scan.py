@@ -12,7 +12,12 @@ if TYPE_CHECKING:  # dace is imported when a command runs, not for ``--help``
 
 
 def load(path: str, command: str) -> dace.SDFG | None:
-    """The SDFG in ``path``, or ``None`` after one clear line on stderr (missing, unreadable, not an SDFG)."""
+    """The SDFG in ``path``, or ``None`` after one clear line on stderr (missing, unreadable, not an SDFG).
+
+    DaCe's warnings while reading (elements it cannot deserialize) are held back: a file that does not
+    load gets only the one line; a file that loads lets them through."""
+    import warnings
+
     import dace
 
     p = Path(path)
@@ -21,11 +26,49 @@ def load(path: str, command: str) -> dace.SDFG | None:
               + "; expected an .sdfg or .sdfgz file", file=sys.stderr)
         return None
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))  # gt4py's lowered SDFGs nest ~100 deep
-    try:
-        return dace.SDFG.from_file(str(p))
-    except Exception as e:  # noqa: BLE001 - any failure to parse is reported as one line
-        print(f"sdfg-scan {command}: cannot read '{path}' as an SDFG ({type(e).__name__}: {e})", file=sys.stderr)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            sdfg = dace.SDFG.from_file(str(p))
+        except Exception as e:  # noqa: BLE001 - any failure to parse is reported as one line
+            print(f"sdfg-scan {command}: cannot read '{path}' as an SDFG: expected the JSON of an .sdfg file or a "
+                  f"gzip-compressed .sdfgz ({_why(e)})", file=sys.stderr)
+            return None
+    for w in caught:
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
+    return sdfg
+
+
+def _why(error: Exception) -> str:
+    """What went wrong reading a file, for people: DaCe tries pickle after JSON, so a text file that is not
+    JSON fails with pickle's error; name it as not JSON."""
+    import pickle
+
+    if isinstance(error, pickle.UnpicklingError):
+        return "neither JSON nor gzip-compressed JSON"
+    return f"{type(error).__name__}: {error}"
+
+
+def output_path(path: str, command: str, what: str) -> Path | None:
+    """``path`` resolved, its missing folders created, checked writable (by creating the file and removing it
+    again if it was not there), or ``None`` after one line on stderr naming the path and what was expected."""
+    p = Path(path).resolve()
+    expected = f"expected a writable file path for {what}"
+    if p.is_dir():
+        print(f"sdfg-scan {command}: -o '{path}' is a directory; {expected}", file=sys.stderr)
         return None
+    existed = p.exists()
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with open(p, "a"):
+            pass
+    except OSError as e:
+        print(f"sdfg-scan {command}: cannot write -o '{path}' ({e.strerror or type(e).__name__}); {expected}",
+              file=sys.stderr)
+        return None
+    if not existed:
+        p.unlink()
+    return p
 
 
 def node_rows(sdfg: dace.SDFG) -> list[tuple[str, str, str, str, str]]:
@@ -49,16 +92,15 @@ def print_nodes(sdfg: dace.SDFG) -> None:
 
 
 def _applicable(site) -> list[str]:
-    """The transformations that apply to the scan at ``site``, each decided by the very predicate its
-    ``can_be_applied`` uses (on the same analysis, ``site.structure``), so ``inspect`` never suggests
-    what ``optimize`` then applies 0 times."""
+    """The transformations of ``optimize``'s first stages (lift, canonicalise) that apply to the scan at
+    ``site``, each decided by the very predicate its ``can_be_applied`` uses (on the same analysis,
+    ``site.structure``), so ``inspect`` never suggests what ``optimize`` then applies 0 times."""
     from dace.sdfg import nodes
 
     from sdfg_scan.transformations import LiftScans
     from sdfg_scan.transformations.dead_carry_elimination import dead_carries
     from sdfg_scan.transformations.peel_boundary_levels import peel_plan
     from sdfg_scan.transformations.remove_scan_self_copies import removable_self_copies
-    from sdfg_scan.transformations.scan_loop_interchange import can_interchange, profitable
 
     s = site.structure
     out = []
@@ -70,10 +112,44 @@ def _applicable(site) -> list[str]:
         out.append("DeadCarryElimination")
     if peel_plan(s):
         out.append("PeelBoundaryLevels")
+    return out
+
+
+def _after_lifting(sdfg: dace.SDFG, index: int) -> list[str]:
+    """What ``optimize`` then does to scan ``index`` of ``find_scans(sdfg)`` once it is lifted and its body
+    canonicalised (tried on a copy): ``ScanToCumulative``, else ``LiftCellMap``; empty when it cannot be
+    lifted. (Transformations of two scans, fusion and the tridiagonal pairs, are not previewed.)"""
+    import copy
+
+    from dace.sdfg import nodes
+
+    from sdfg_scan.pipeline import OptimizeReport, _canonicalise_body
+    from sdfg_scan.scan_sites import find_scans
+    from sdfg_scan.transformations import LiftCellMap, LiftScans, ScanToCumulative
+
+    work = copy.deepcopy(sdfg)
+    site = find_scans(work)[index]
+    if not (isinstance(site.node, nodes.NestedSDFG) and LiftScans.can_be_applied_to(site.parent, nsdfg=site.node)):
+        return []
+    scan = LiftScans.apply_to(site.parent, nsdfg=site.node, verify=False, save=False)
+    _canonicalise_body(scan, OptimizeReport("cpu", "exact"))
+    for name, cls in (("ScanToCumulative", ScanToCumulative), ("LiftCellMap", LiftCellMap)):
+        if cls.can_be_applied_to(site.parent, scan=scan):
+            return [name]
+    return []
+
+
+def _by_hand(site) -> list[str]:
+    """Transformations that apply to the scan at ``site`` but that ``optimize`` does not apply (only by
+    hand: ``sdfg.apply_transformations(...)``)."""
+    from dace.sdfg import nodes
+
+    from sdfg_scan.transformations.scan_loop_interchange import can_interchange, profitable
+
     me = site.state.entry_node(site.node) if isinstance(site.node, nodes.NestedSDFG) else None
     if isinstance(me, nodes.MapEntry) and can_interchange(site.state, me, site.node):
-        out.append("ScanLoopInterchange" + ("" if profitable(site.state, me, site.node) else " (not profitable here)"))
-    return out
+        return ["ScanLoopInterchange" + ("" if profitable(site.state, me, site.node) else " (not profitable here)")]
+    return []
 
 
 def inspect_args(p: argparse.ArgumentParser) -> None:
@@ -106,7 +182,13 @@ def inspect(args: argparse.Namespace) -> int:
         print(f"  self-copies ({len(s.self_copies)}):")
         for c in s.self_copies:
             print(f"    {c.src} -> {c.dst} (carry {c.carry}) in {'/'.join(c.path)}")
-        print(f"  applicable: {', '.join(_applicable(site)) or '(none)'}")
+        applicable = _applicable(site)
+        if "LiftScans" in applicable:
+            applicable += [f"then {name}" for name in _after_lifting(sdfg, i)]
+        print(f"  applicable (optimize applies): {', '.join(applicable) or '(none)'}")
+        hand = _by_hand(site)
+        if hand:
+            print(f"  by hand only (optimize does not apply): {', '.join(hand)}")
     return 0
 
 
@@ -124,26 +206,38 @@ def optimize_args(p: argparse.ArgumentParser) -> None:
                         "same sizes)")
 
 
+class UsageError(ValueError):
+    """A command-line value that cannot be used: one line on stderr, exit status 2."""
+
+
 def _pairs(text: str) -> dict[str, str]:
     pairs = {}
     for item in filter(None, (t.strip() for t in text.split(","))):
         out, sep, inp = item.partition("=")
-        if not sep or not out or not inp:
-            raise SystemExit(f"sdfg-scan optimize: --inplace expects OUT=IN pairs separated by commas, got '{item}'")
+        if not sep or not out.strip() or not inp.strip():
+            raise UsageError(f"sdfg-scan optimize: --inplace expects OUT=IN pairs separated by commas, got '{item}'")
         pairs[out.strip()] = inp.strip()
     return pairs
 
 
 def optimize(args: argparse.Namespace) -> int:
+    from sdfg_scan.pipeline import check_inplace
     from sdfg_scan.pipeline import optimize as run_pipeline
 
-    src, dst = Path(args.file).resolve(), Path(args.output).resolve()
-    if src == dst:
+    src = Path(args.file).resolve()
+    if src == Path(args.output).resolve():
         print(f"sdfg-scan optimize: refusing to overwrite the input '{args.file}'; choose another -o", file=sys.stderr)
         return 2
-    inplace = _pairs(args.inplace)
+    try:
+        inplace = _pairs(args.inplace)
+    except UsageError as e:
+        print(e, file=sys.stderr)
+        return 2
     sdfg = load(args.file, "optimize")
     if sdfg is None:
+        return 2
+    dst = output_path(args.output, "optimize", "the optimized SDFG (.sdfg, or .sdfgz for gzip)")
+    if dst is None:
         return 2
     try:
         sdfg.validate()
@@ -151,9 +245,19 @@ def optimize(args: argparse.Namespace) -> int:
         print(f"sdfg-scan optimize: '{args.file}' does not validate, nothing written: {type(e).__name__}: {e}",
               file=sys.stderr)
         return 2
+    try:
+        check_inplace(sdfg, inplace)
+    except ValueError as e:
+        print(f"sdfg-scan optimize: --inplace {e}", file=sys.stderr)
+        return 2
     report = run_pipeline(sdfg, target=args.target, reproducibility=args.reproducibility, inplace=inplace or None,
                           persistent_transients=args.persistent_transients or False)
-    sdfg.save(str(dst))
+    try:
+        sdfg.save(str(dst), compress=dst.suffix == ".sdfgz")
+    except OSError as e:
+        print(f"sdfg-scan optimize: cannot write -o '{args.output}' ({e.strerror or type(e).__name__})",
+              file=sys.stderr)
+        return 2
     print(report.table())
     print()
     print_nodes(sdfg)
@@ -168,4 +272,5 @@ COMMANDS = {
                  optimize_args, optimize),
 }
 
-__all__ = ["COMMANDS", "inspect", "inspect_args", "load", "node_rows", "optimize", "optimize_args", "print_nodes"]
+__all__ = ["COMMANDS", "UsageError", "inspect", "inspect_args", "load", "node_rows", "optimize", "optimize_args",
+           "output_path", "print_nodes"]

@@ -14,7 +14,15 @@ import dace
 import numpy as np
 
 from sdfg_scan import reference
-from sdfg_scan.frontend_common import add_node, axis_argument, input_desc, literal  # noqa: F401
+from sdfg_scan.frontend_common import (  # noqa: F401
+    add_node,
+    axis_argument,
+    input_desc,
+    kless_init,
+    literal,
+    same_shape,
+    unit_column_view,
+)
 from sdfg_scan.frontend_common import replaces as _replaces
 from sdfg_scan.frontend_cumulative import cummax, cummin, cumprod, cumsum  # noqa: F401
 from sdfg_scan.frontend_window import window_reduce  # noqa: F401
@@ -25,25 +33,33 @@ from sdfg_scan.nodes.linear_recurrence import LinearRecurrence
 def linear_recurrence(a, b, axis: int = -1, reverse: bool = False, init=None):
     """``y[k] = a[k] * y[k-1] + b[k]``, ``y[-1] = init`` (``LinearRecurrence`` inside ``@dace.program``).
 
-    ``init`` is None (0), a number, or a K-less array (the shape of ``a`` without ``axis``).
+    ``init`` is None (0), a number, a scalar (a program argument such as ``s: dace.float64``: every column
+    starts from it) or a K-less array (the shape of ``a`` without ``axis``).
     """
     return reference.linear_recurrence(a, b, axis, reverse, init)
 
 
 @_replaces("sdfg_scan.linear_recurrence", "sdfg_scan.frontend.linear_recurrence")
 def _lower_linear_recurrence(pv, sdfg, state, a, b, axis=-1, reverse=False, init=None):
-    desc = input_desc(sdfg, a, "linear_recurrence")
-    input_desc(sdfg, b, "linear_recurrence")
+    api = "linear_recurrence"
+    desc = input_desc(sdfg, a, api)
+    input_desc(sdfg, b, api)
+    ax = axis_argument(axis, len(desc.shape), api)
     init = getattr(init, "value", init)
     has_init = isinstance(init, str)
-    node = LinearRecurrence("linear_recurrence", axis=axis_argument(axis, len(desc.shape), "linear_recurrence"),
-                            reverse=bool(literal(reverse, "linear_recurrence")), has_init=has_init,
-                            init_value=0.0 if (init is None or has_init) else float(init))
     result, _ = sdfg.add_temp_transient(desc.shape, desc.dtype)
-    inputs = {"a": a, "b": b}
+    inputs, outputs, produced = {"a": a, "b": b}, {"_out": result}, {}
     if has_init:
-        inputs["init"] = init
-    add_node(sdfg, state, node, inputs, {"_out": result})
+        if init not in sdfg.arrays:
+            raise TypeError(f"sdfg_scan.{api}: init must be a number, a scalar or a K-less array, got {init!r}")
+        if len(desc.shape) == 1:  # one column: a (1, K) problem, so that the node has a K-less init (one value)
+            inputs = {"a": unit_column_view(pv, sdfg, a), "b": unit_column_view(pv, sdfg, b)}
+            outputs, ax = {"_out": unit_column_view(pv, sdfg, result)}, 1
+        colshape = list(desc.shape[:ax]) + list(desc.shape[ax + 1:]) if len(desc.shape) > 1 else [1]
+        inputs["init"], produced = kless_init(sdfg, state, init, colshape, desc.dtype)
+    node = LinearRecurrence(api, axis=ax, reverse=bool(literal(reverse, api)), has_init=has_init,
+                            init_value=0.0 if (init is None or has_init) else float(init))
+    add_node(sdfg, state, node, inputs, outputs, produced)
     return result
 
 
@@ -103,7 +119,8 @@ def column_reduce(x, op: str, axis: int = -1, mask=None, levels=None):
 
     ``op`` is one of sum, prod, min, max, argmin, argmax, any, all; ``mask`` a bool array of the
     shape of ``x``; ``levels`` a K-less integer array (only levels ``k < levels`` count). Outside a
-    program this is ``reference.column_fold`` (the sequential order).
+    program this is ``reference.column_fold`` (the sequential order). A 1-d ``x`` is one column: inside a
+    program its result is an array of one element (the Python call returns a 0-d value).
     """
     return reference.column_fold(x, op, axis, mask, levels)
 
@@ -115,18 +132,22 @@ def _lower_column_reduce(pv, sdfg, state, x, op, axis=-1, mask=None, levels=None
     op = literal(op, "op")
     if op not in reference.REDUCE_OPS:
         raise ValueError(f"sdfg_scan.{api}: op must be one of {reference.REDUCE_OPS}, got {op!r}")
-    axis = int(literal(axis, api))
-    if not -len(desc.shape) <= axis < len(desc.shape):
-        raise ValueError(f"sdfg_scan.{api}: axis {axis} is out of range for '{x}' of rank {len(desc.shape)}")
-    ax = axis % len(desc.shape)
+    ax = axis_argument(axis, len(desc.shape), api)
     inputs = {"_in": x}
-    for conn, arg in (("_mask", mask), ("_levels", levels)):
-        if arg is not None:
-            input_desc(sdfg, arg, api)
-            inputs[conn] = arg
+    if mask is not None:
+        input_desc(sdfg, mask, api)
+        inputs["_mask"] = mask
+    if levels is not None:  # K-less: a scalar for a 1-d x
+        if not isinstance(levels, str) or levels not in sdfg.arrays:
+            raise TypeError(f"sdfg_scan.{api}: levels must be a K-less integer array, got {levels!r}")
+        inputs["_levels"] = levels
+    kless = list(desc.shape[:ax]) + list(desc.shape[ax + 1:])
+    if len(desc.shape) == 1:  # one column: a (1, K) problem with one result (an array of one element)
+        inputs.update({c: unit_column_view(pv, sdfg, inputs[c]) for c in ("_in", "_mask") if c in inputs})
+        ax, kless = 1, [1]
     odt = dace.int64 if op.startswith("arg") else (dace.bool_ if op in ("any", "all") else desc.dtype)
-    result, _ = sdfg.add_temp_transient(list(desc.shape[:ax]) + list(desc.shape[ax + 1:]), odt)
-    node = ColumnReduce(api, op=op, axis=axis, mask=mask is not None, levels=levels is not None)
+    result, _ = sdfg.add_temp_transient(kless, odt)
+    node = ColumnReduce(api, op=op, axis=ax, mask=mask is not None, levels=levels is not None)
     add_node(sdfg, state, node, inputs, {"_out": result})
     return result
 
@@ -157,9 +178,10 @@ def scan(f, init, xs, axis: int = -1, reverse: bool = False, emit: str = "inclus
     :param f: ``def f(c, x, k): ...; return new_c, ys`` with ``c`` and ``new_c`` tuples of one value
         per carry slot and ``ys`` a tuple of per-level outputs (may be empty). Elementwise code only
         (see :mod:`sdfg_scan.expansions.scan_body` for what a body may contain).
-    :param init: one value per carry slot (tuple; a single value means one slot): a number, or a
-        K-less array (the input shape without ``axis``).
-    :param xs: the per-level inputs, a tuple of arrays of one shape (a single array is one input).
+    :param init: one value per carry slot (tuple; a single value means one slot): a number, a scalar
+        (a program argument: every column starts from it) or a K-less array (the input shape without ``axis``).
+    :param xs: the per-level inputs, a tuple of arrays of one shape (a single array is one input); other
+        shapes are refused.
     :param axis: the scan axis; every other index is an independent column.
     :param reverse: visit the levels from last to first; outputs stay index-aligned with the inputs.
     :param emit: ``"inclusive"`` (carry after level k), ``"exclusive"`` (before level k) or
@@ -223,14 +245,17 @@ def _lower_scan(pv, sdfg, state, f, init, xs, axis=-1, reverse=False, emit="incl
         raise ValueError("sdfg_scan.scan: inside a program the scan needs at least one per-level input")
     descs = [input_desc(sdfg, x, api) for x in xs_t]
     shape = list(descs[0].shape)
-    axis, reverse, final = int(literal(axis, api)), bool(literal(reverse, api)), bool(literal(final, api))
+    for i, (x, d) in enumerate(zip(xs_t, descs, strict=True)):
+        if not same_shape(d.shape, shape):
+            raise ValueError(f"sdfg_scan.scan: xs[{i}] '{x}' has shape {tuple(d.shape)}, expected the shape of "
+                             f"xs[0] '{xs_t[0]}' {tuple(shape)}; every per-level input has one shape (read other "
+                             f"levels with offsets in the body, x[i, o])")
+    ax = axis_argument(axis, len(shape), api)
+    reverse, final = bool(literal(reverse, api)), bool(literal(final, api))
     emit, fill = literal(emit, "op"), literal(fill, api)
     if carries is not None and not isinstance(carries, int):
         carries = tuple(literal(c, api) for c in carries)
     keep = _carry_slots(carries, len(init_t))
-    if not -len(shape) <= axis < len(shape):
-        raise ValueError(f"sdfg_scan.scan: axis {axis} is out of range for '{xs_t[0]}' of rank {len(shape)}")
-    ax = axis % len(shape)
     colshape = shape[:ax] + shape[ax + 1:]
     x0dt = descs[0].dtype
     inits, cdts = [], []
@@ -248,9 +273,13 @@ def _lower_scan(pv, sdfg, state, f, init, xs, axis=-1, reverse=False, emit="incl
     ydts = [cdts[0] if cdts else x0dt] * code.ny
     body, ins, outs = build_body(f"scan_{getattr(f, '__name__', 'body')}", code, [d.dtype for d in descs],
                                  inits, cdts, ydts, reverse, emit, final, set(keep))
-    node = Scan("scan", body, ins, outs, columns="map", axis=axis, emit=emit)
+    node = Scan("scan", body, ins, outs, columns="map", axis=ax, emit=emit)
     inputs = {f"xs{i}": x for i, x in enumerate(xs_t)}
-    inputs.update({f"init{j}": getattr(v, "value", v) for j, v in enumerate(init_t) if f"init{j}" in ins})
+    produced = {}
+    for j, v in enumerate(init_t):
+        if f"init{j}" in ins:  # an init array, or a scalar given to every column
+            inputs[f"init{j}"], written = kless_init(sdfg, state, getattr(v, "value", v), colshape)
+            produced.update(written)
     outputs, results = {}, []
     n = shape[ax]
     for conn in outs:
@@ -263,7 +292,7 @@ def _lower_scan(pv, sdfg, state, f, init, xs, axis=-1, reverse=False, emit="incl
             oshape, dt = (colshape or [1]), cdts[j]
         name, _ = sdfg.add_temp_transient(oshape, dt)
         outputs[conn] = name
-    add_node(sdfg, state, node, inputs, outputs)
+    add_node(sdfg, state, node, inputs, outputs, produced)
     order = [c for c in outs if c.startswith("carry")] + [c for c in outs if c.startswith("ys")] + \
         [c for c in outs if c.startswith("final")]
     results = [outputs[c] for c in order]

@@ -117,5 +117,63 @@ def cast_copy(sdfg: dace.SDFG, state: dace.SDFGState, src: str, dtype: dace.type
     return dst, state.out_edges(mx)[0].dst
 
 
-__all__ = ["add_node", "axis_argument", "cast_copy", "dtype_argument", "input_desc", "literal", "replaces",
-           "replaces_method"]
+def broadcast_copy(sdfg: dace.SDFG, state: dace.SDFGState, src: str, shape: list, dtype: dace.typeclass
+                   ) -> tuple[str, dace.nodes.AccessNode]:
+    """A new transient of ``shape`` holding the one element of ``src`` (a scalar, or an array of one element)
+    everywhere, converted to ``dtype`` (C conversion): a scalar ``init`` given to every column. One parallel
+    map; returns the transient and its written access node (read the result from it: :func:`add_node`
+    ``produced``)."""
+    first = ", ".join("0" for _ in sdfg.arrays[src].shape)
+    dst, _ = sdfg.add_temp_transient(list(shape), dtype)
+    idx = [f"__bcast_i{d}" for d in range(len(shape))]
+    _, _, mx = state.add_mapped_tasklet("broadcast", {i: f"0:{dace.symbolic.symstr(s)}" for i, s in zip(idx, shape,
+                                                                                                      strict=True)},
+                                        {"_i": dace.Memlet(f"{src}[{first}]")}, "_o = _i",
+                                        {"_o": dace.Memlet(f"{dst}[{', '.join(idx)}]")}, external_edges=True)
+    return dst, state.out_edges(mx)[0].dst
+
+
+def is_single_element(desc: dace.data.Data) -> bool:
+    """Whether ``desc`` is a scalar (a ``dace.float64`` argument) or an array whose every axis has length 1."""
+    return isinstance(desc, dace.data.Scalar) or all(s == 1 for s in desc.shape)
+
+
+def same_shape(a, b) -> bool:
+    """Whether two shapes are equal (symbolic sizes compared as DaCe does)."""
+    return len(a) == len(b) and not any(dace.symbolic.inequal_symbols(x, y) for x, y in zip(a, b, strict=True))
+
+
+def kless_init(sdfg: dace.SDFG, state: dace.SDFGState, name: str, colshape: list,
+               dtype: dace.typeclass | None = None) -> tuple[str, dict]:
+    """The data ``init`` of a scan as its node's K-less operand, and the ``produced`` map for :func:`add_node`.
+
+    A scalar (or an array of one element) is broadcast to ``colshape`` -- and converted to ``dtype`` when
+    given -- by a map before the node (the node's K-less operand has one value per column); a K-less array
+    is passed as it is (the node's ``validate`` checks it). An empty ``colshape`` (1-d operands: one column)
+    takes a scalar as it is."""
+    desc = sdfg.arrays[name]
+    target = list(colshape) or [1]
+    if not is_single_element(desc) or (same_shape(desc.shape, target) and dtype in (None, desc.dtype)):
+        return name, {}
+    dst, written = broadcast_copy(sdfg, state, name, target, dtype or desc.dtype)
+    return dst, {dst: written}
+
+
+def unit_column_view(pv, sdfg: dace.SDFG, name: str) -> str:
+    """A view of the array ``name`` with a leading axis of length 1: a 1-d operand seen as one column of a
+    2-d one (``x[None, :]``), for the nodes that need a column axis besides the scan axis. The view is
+    registered with the program visitor, which connects it to ``name`` when the program is parsed (as
+    for ``np.reshape``); read it as an input or write it as an output."""
+    desc = sdfg.arrays[name]
+    shape = [1] + list(desc.shape)
+    strides = [desc.strides[0] * desc.shape[0]] + list(desc.strides)
+    view, vdesc = sdfg.add_view(name, shape, desc.dtype, storage=desc.storage, strides=strides,
+                                offset=[0] + list(desc.offset), find_new_name=True)
+    pv.views[view] = (name, dace.Memlet(data=name, subset=dace.subsets.Range.from_array(desc),
+                                        other_subset=dace.subsets.Range.from_array(vdesc)))
+    return view
+
+
+__all__ = ["add_node", "axis_argument", "broadcast_copy", "cast_copy", "dtype_argument", "input_desc",
+           "is_single_element", "kless_init", "literal", "replaces", "replaces_method", "same_shape",
+           "unit_column_view"]

@@ -29,8 +29,11 @@ available is skipped and named in the report):
    node (:func:`sdfg_scan.select.select_expansions`: cost model, autotune cache, reproducibility
    floor). **Nothing is expanded**: the SDFG keeps its sdfg_scan nodes (DaCe expands them when it
    compiles), so it can be saved, viewed, inspected and reselected for another target;
-6. ``exact``: the whole program is compiled IEEE-strict (:func:`sdfg_scan.select.pin_flags`); the
-   report's ``flags`` names the flags.
+6. ``exact``: the whole program is compiled IEEE-strict (:func:`sdfg_scan.select.pin_flags`). For every
+   class the report's ``flags`` are the flags the build really gets from environments
+   (:func:`sdfg_scan.select.build_flags`): under ``replay``/``approx`` a chosen ``exact`` expansion brings
+   ``ExactArithmetic``, whose flags DaCe applies to the whole program too; nvcc flags only where the
+   program has CUDA code.
 
 Counts in the report: copies removed and carry slots rewritten are the canonicalisers'
 applications (one copy / one slot each); peeled branches, fused and split scans are read from the
@@ -57,6 +60,7 @@ TAKE_CELLS = "LiftCellMap"
 WRITE_THROUGH = "ResultWriteThrough"   # temporary -> output copies: the writers write the output
 COPY_ORDER = "CopyInLayoutOrder"   # array copies as maps walking the unit-stride dimension innermost
 TARGETS = ("cpu", "gpu")
+QUIET = {"print_report": False, "progress": False}   # DaCe prints "Applied N X." (with \r) on stdout otherwise
 
 
 @dataclass
@@ -68,6 +72,9 @@ class ScanReport:
     levels: str
     lifted: bool = False
     copies_removed: int = 0
+    # carry slots that pass a value from one level to the next (every kind but ``invariant``: LiftCellMap
+    # brings the cell map's constants into the body as invariant slots, and a demoted delay line is left as
+    # one), before canonicalising and in the result
     carries_before: int = 0
     carries_after: int = 0
     carry_kinds_after: dict[str, int] = field(default_factory=dict)
@@ -99,7 +106,8 @@ class OptimizeReport:
     scans_with_cells: int = 0
     maps_vectorized: int = 0
     transients_persistent: int = 0
-    flags: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)   # what the build gets from environments (whole program)
+    flags_from: dict[str, list[str]] = field(default_factory=dict)   # environment -> what brings it
     nodes: list = field(default_factory=list)   # every sdfg_scan node's Choice (sdfg_scan.choice.Choice)
 
     def table(self) -> str:
@@ -111,7 +119,7 @@ class OptimizeReport:
                 f"specialised {self.scans_specialised}, own their cell map {self.scans_with_cells}, "
                 f"pointwise maps vectorised {self.maps_vectorized}, transients made persistent "
                 f"{self.transients_persistent}",
-                "compiler flags: " + (" ".join(self.flags) if self.flags else "the program's own (none added)")]
+                self.flags_line()]
         head = ("scan", "kind", "dir", "levels", "lifted", "copies-", "carries", "peeled", "impl (class)")
         body = [(s.label, s.kind, s.direction, s.levels, str(s.lifted), str(s.copies_removed),
                  f"{s.carries_before}->{s.carries_after}", str(s.branches_peeled),
@@ -125,6 +133,20 @@ class OptimizeReport:
         for c in self.nodes:
             rows.append(f"  {c.node}: {c.reason}")
         return "\n".join(rows)
+
+
+    def flags_line(self) -> str:
+        """The flags the build of the whole program gets, and which environments bring them."""
+        if not self.flags:
+            return "compiler flags: the program's own (none added)"
+        why = "; ".join(f"{env} from " + ", ".join(_first(who, 3)) for env, who in self.flags_from.items())
+        return (f"compiler flags: {' '.join(self.flags)} (the whole program: DaCe applies each environment's "
+                f"flags to the whole build; {why})")
+
+
+def _first(items: list[str], n: int) -> list[str]:
+    """The first ``n`` of ``items``, then how many more."""
+    return items[:n] + ([f"{len(items) - n} more"] if len(items) > n else [])
 
 
 def _columns(rows: list[tuple]) -> list[str]:
@@ -147,9 +169,32 @@ def _apply(sdfg: dace.SDFG, name: str, report: OptimizeReport, options: dict | N
         if name not in report.skipped:
             report.skipped.append(name)
         return 0
-    n = sdfg.apply_transformations_repeated(cls, options=options, validate=False)
+    n = sdfg.apply_transformations_repeated(cls, options=options, validate=False, **QUIET)
     report.applied[name] = report.applied.get(name, 0) + n
     return n
+
+
+def inplace_errors(sdfg: dace.SDFG, inplace: dict[str, str]) -> list[str]:
+    """One sentence per ``inplace`` pair that names something other than a non-transient array of ``sdfg``."""
+    args = sorted(k for k, d in sdfg.arrays.items() if not d.transient and isinstance(d, dace.data.Array))
+    errors = []
+    for out, inp in inplace.items():
+        bad = [name for name in (out, inp) if name not in args]
+        if bad:
+            errors.append(f"pair '{out}={inp}': " + " and ".join(f"'{b}'" for b in bad)
+                          + (" is not a non-transient array" if len(bad) == 1 else " are not non-transient arrays")
+                          + f" of the SDFG '{sdfg.name}'")
+    if errors:
+        shown = ", ".join(args[:12]) + (f", ... ({len(args) - 12} more)" if len(args) > 12 else "")
+        errors[-1] += f" (its non-transient arrays: {shown or 'none'})"
+    return errors
+
+
+def check_inplace(sdfg: dace.SDFG, inplace: dict[str, str] | None) -> None:
+    """Raise ``ValueError`` naming every ``inplace`` pair whose names are not non-transient arrays of ``sdfg``."""
+    errors = inplace_errors(sdfg, inplace or {})
+    if errors:
+        raise ValueError("; ".join(errors) + "; pass OUT=IN names of the program's array arguments")
 
 
 def _scan_nodes(sdfg: dace.SDFG) -> list:
@@ -158,8 +203,14 @@ def _scan_nodes(sdfg: dace.SDFG) -> list:
     return [(n, st) for n, st in sdfg.all_nodes_recursive() if isinstance(n, Scan)]
 
 
-def _canonicalise_body(node, report: OptimizeReport) -> tuple[int, int, int, int]:
-    """Canonicalise one ``Scan.body``; returns (copies removed, carries removed, demoted, branches peeled).
+def _level_carries(s) -> int:
+    """The carry slots of the scan structure ``s`` that cross levels (every kind but ``invariant``)."""
+    return sum(1 for c in s.carries.values() if c.kind != "invariant")
+
+
+def _canonicalise_body(node, report: OptimizeReport) -> tuple[int, int, int, int, int]:
+    """Canonicalise one ``Scan.body``; returns (copies removed, carries removed, demoted, branches peeled,
+    carries crossing levels before: :func:`_level_carries`).
 
     Copies and carry slots are counted by the transformations' applications (one copy, one slot
     each); a rewritten slot counts as removed when the analysis classified it ``unused`` before.
@@ -168,13 +219,14 @@ def _canonicalise_body(node, report: OptimizeReport) -> tuple[int, int, int, int
     try:
         before = analyze_scan(node.body, prologue=True)
     except NotAScan:
-        return 0, 0, 0, 0
+        return 0, 0, 0, 0, 0
     copies, slots, _ = (_apply(node.body, name, report) for name in CANONICALISE)
     node.sync_from_body()
     after = analyze_scan(node.body, prologue=True)
     gone = set(before.carries) - set(after.carries)
     removed = sum(1 for c in gone if before.carries[c].kind == "unused")
-    return copies, removed, max(slots - removed, 0), max(0, len(before.branches) - len(after.branches))
+    return (copies, removed, max(slots - removed, 0), max(0, len(before.branches) - len(after.branches)),
+            _level_carries(before))
 
 
 def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact",
@@ -213,23 +265,27 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
                          f"got '{reproducibility}'")
     from sdfg_scan.nodes.scan import Scan
     from sdfg_scan.persistent import MODES as PERSISTENT_MODES
-    from sdfg_scan.select import pin_flags, select_expansions
+    from sdfg_scan.select import build_flags, pin_flags, select_expansions
 
     if persistent_transients not in (False, None, *PERSISTENT_MODES):
         raise ValueError(f"sdfg_scan.optimize: persistent_transients must be one of {PERSISTENT_MODES} or "
                          f"False, got {persistent_transients!r}")
+    try:
+        check_inplace(sdfg, inplace)
+    except ValueError as e:
+        raise ValueError(f"sdfg_scan.optimize: inplace {e}") from None
     report = OptimizeReport(target, reproducibility)
     report.scans_before = len(find_scans(sdfg))
     # 0. declared in-place outputs (before lifting: the rewrite spans the scan and the maps around it)
     if inplace:
         cls = _transformation("ScanOutputsInPlace")
-        n = sdfg.apply_transformations_repeated(cls, options={"inplace": dict(inplace)}, validate=False)
+        n = sdfg.apply_transformations_repeated(cls, options={"inplace": dict(inplace)}, validate=False, **QUIET)
         report.applied["ScanOutputsInPlace"] = n
         report.outputs_in_place = n
     # 1. lift
     report.scans_lifted = _apply(sdfg, "LiftScans", report)
     # 2. canonicalise each Scan body (and, in place, the scans that could not be lifted)
-    stats: dict[int, tuple[int, int, int, int]] = {}
+    stats: dict[int, tuple[int, int, int, int, int]] = {}
     for node, _ in _scan_nodes(sdfg):
         stats[id(node)] = _canonicalise_body(node, report)
     if any(not isinstance(site.node, Scan) for site in find_scans(sdfg)):
@@ -242,7 +298,7 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
                 report.copies_removed += max(0, len(old.self_copies) - len(new.self_copies))
                 report.branches_peeled += max(0, len(old.branches) - len(new.branches))
                 report.carries_demoted += max(0, len(old.carries) - len(new.carries))
-    for c, r, d, b in stats.values():
+    for c, r, d, b, _ in stats.values():
         report.copies_removed += c
         report.carries_removed += r
         report.carries_demoted += d
@@ -284,19 +340,20 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     where = None if (target == "gpu" and not gpu_transform) else target
     report.nodes = select_expansions(sdfg, target=where, reproducibility=reproducibility)
     choices = {c.node: c for c in report.nodes}
-    # 6. the reproducibility contract's compiler flags, for the whole program
-    report.flags = pin_flags(sdfg, reproducibility)
+    # 6. the reproducibility contract's compiler flags, for the whole program; reported: all the build gets
+    pin_flags(sdfg, reproducibility)
+    flags = build_flags(sdfg)
+    report.flags, report.flags_from = flags.flags, flags.sources
     after = find_scans(sdfg)
     report.scans_after = len(after)
     for site in after:
         s = site.structure
         r = ScanReport(site.node.label, s.direction, f"[{s.start}, {s.stop})", lifted=isinstance(site.node, Scan),
                        kind=type(site.node).__name__)
-        r.carries_after = len(s.carries)
+        r.carries_after = _level_carries(s)
         r.carry_kinds_after = {k: len(s.slots(k)) for k in dict.fromkeys(c.kind for c in s.carries.values())}
-        c, rm, dm, b = stats.get(id(site.node), (0, 0, 0, 0))
-        r.copies_removed, r.branches_peeled = c, b
-        r.carries_before = r.carries_after + rm + dm
+        c, _, _, b, before = stats.get(id(site.node), (0, 0, 0, 0, r.carries_after))
+        r.copies_removed, r.branches_peeled, r.carries_before = c, b, before
         ch = choices.get(site.node.label)
         if ch is not None:
             r.implementation, r.reproducibility, r.reason = ch.implementation, ch.reproducibility, ch.reason
@@ -304,4 +361,4 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     return report
 
 
-__all__ = ["OptimizeReport", "ScanReport", "optimize"]
+__all__ = ["OptimizeReport", "ScanReport", "check_inplace", "optimize"]

@@ -175,7 +175,8 @@ def scan(f: Callable[[tuple, LevelInputs, int], tuple[tuple, tuple]], init: Sequ
     write it with elementwise NumPy operations) and ``reverse=True`` visits ``k = n-1 .. 0``
     while keeping every output index-aligned with its level. For ``include_initial`` the
     ``n + 1`` slots are ``[init, inclusive...]`` forward and ``[inclusive..., init]`` backward, so
-    slot ``k`` is always the interface above level ``k`` in the direction of travel.
+    slot ``k`` is always the interface above level ``k`` in the direction of travel. Over no level
+    (``n == 0``) the ys are empty arrays, as many as ``f`` returns (it is called once to count them).
 
     :param f: body ``f(carry, x, k) -> (new_carry, ys)``; ``carry`` and ``ys`` are tuples.
     :param init: one value per carry slot: scalar or K-less array.
@@ -189,7 +190,11 @@ def scan(f: Callable[[tuple, LevelInputs, int], tuple[tuple, tuple]], init: Sequ
         raise ValueError(f"sdfg_scan.reference.scan: unknown emit mode '{emit}'; expected one of {EMIT_MODES}")
     arrays = {k: np.asarray(v) for k, v in xs.items()}
     if arrays:
-        first = next(iter(arrays.values()))
+        name0, first = next(iter(arrays.items()))
+        for name, arr in arrays.items():
+            if arr.shape != first.shape:
+                raise ValueError(f"sdfg_scan.reference.scan: input {name!r} has shape {arr.shape}, expected the "
+                                 f"shape {first.shape} of input {name0!r}; every input has one shape")
         ax = _axis(first, axis)
         n = first.shape[ax]
         colshape = first.shape[:ax] + first.shape[ax + 1:]
@@ -224,4 +229,16 @@ def scan(f: Callable[[tuple, LevelInputs, int], tuple[tuple, tuple]], init: Sequ
                 _set_level(slot, ax, k, b)
             else:
                 _set_level(slot, ax, k if reverse else k + 1, c)
-    return carries, tuple(ys or ()), carry
+    if ys is None:
+        ys = _no_level_ys(f, carry, arrays, ax, colshape, fill)
+    return carries, tuple(ys), carry
+
+
+def _no_level_ys(f: Callable, carry: tuple, arrays: Mapping[Any, np.ndarray], ax: int, colshape: tuple,
+                 fill: Any) -> list[np.ndarray]:
+    """The per-level outputs of a scan over no level: one empty array per ``y`` of ``f`` (``(..., 0, ...)``
+    along the axis, its dtype), so that the results do not depend on the level count. ``f`` is asked once,
+    on the initial carry and ``fill`` inputs; what it computes is dropped."""
+    with np.errstate(all="ignore"):
+        _, y = f(carry, LevelInputs(arrays, ax, 0, 0, fill), 0)
+    return [np.empty(colshape[:ax] + (0,) + colshape[ax:], dtype=np.asarray(v).dtype) for v in y]

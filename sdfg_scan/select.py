@@ -15,10 +15,12 @@ every test compares against the original program compiled with the same flags.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import dace
 
 from sdfg_scan.choice import Choice, check_pin, choose
-from sdfg_scan.context import REPRODUCIBILITY, TARGETS
+from sdfg_scan.context import GPU_SCHEDULES, GPU_STORAGE, REPRODUCIBILITY, TARGETS
 from sdfg_scan.expansions.environments import FLAGS_CUDA, STRICT_HOST_FLAGS, ExactArithmetic
 from sdfg_scan.nodes.base import ColumnNode
 
@@ -30,7 +32,8 @@ def compile_flags(reproducibility: str = "exact", target: str = "cpu") -> list[s
 
     ``exact``: ``-ffp-contract=off -fno-reciprocal-math -fsigned-zeros -fno-fast-math`` (appended after
     DaCe's defaults, so they win) / ``--fmad=false -prec-div=true -prec-sqrt=true``; ``replay`` and
-    ``approx``: none (the program keeps its own flags). Build an original SDFG the same way to compare::
+    ``approx``: none (the class pins nothing; a chosen ``exact`` expansion still brings its flags, see
+    :func:`build_flags`). Build an original SDFG the same way to compare::
 
         dace.Config.set("compiler", "cpu", "args", value=dace.Config.get("compiler", "cpu", "args")
                         + " " + " ".join(sdfg_scan.compile_flags("exact")))
@@ -60,6 +63,83 @@ def pin_flags(sdfg: dace.SDFG, reproducibility: str) -> list[str]:
             if isinstance(n, dace.nodes.CodeNode) and not isinstance(n, dace.nodes.LibraryNode):
                 n.environments = set(n.environments) | {env}
     return compile_flags("exact", "cpu") + compile_flags("exact", "gpu")
+
+
+@dataclass
+class BuildFlags:
+    """The compiler flags DaCe's build of an SDFG takes from library environments (:func:`build_flags`).
+
+    DaCe appends every used environment's ``cmake_compile_flags`` to the host build of the whole
+    program, and its ``CMAKE_CUDA_FLAGS`` to the CUDA build (which exists only where the program has
+    CUDA code), whichever node brought the environment.
+
+    :param host: host compiler flags, in the order the environments list them.
+    :param cuda: nvcc flags (empty when the program has no CUDA code).
+    :param sources: environment (class name) -> what brings it: ``"the program's code nodes"`` (e.g.
+        :func:`pin_flags`) or ``"<kind> '<name>' (<implementation>)"`` for a library node's chosen expansion.
+    """
+
+    host: list[str] = field(default_factory=list)
+    cuda: list[str] = field(default_factory=list)
+    sources: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def flags(self) -> list[str]:
+        return self.host + self.cuda
+
+
+def _value(attribute):
+    """An environment attribute: a value, or a function that computes it when the program is built."""
+    return attribute() if callable(attribute) else attribute
+
+
+def _has_cuda_code(sdfg: dace.SDFG) -> bool:
+    """Whether DaCe generates CUDA code for ``sdfg``: a GPU schedule or GPU storage anywhere in it."""
+    for node, _ in sdfg.all_nodes_recursive():
+        if getattr(node, "schedule", None) in GPU_SCHEDULES:
+            return True
+        if isinstance(node, dace.nodes.MapEntry) and node.map.schedule in GPU_SCHEDULES:
+            return True
+    return any(desc.storage in GPU_STORAGE for sd in sdfg.all_sdfgs_recursive() for desc in sd.arrays.values())
+
+
+def _node_environments(node) -> list[str]:
+    """The environments (full class paths) a node brings to the build: its own and, for a library node
+    not yet expanded, those of its chosen expansion."""
+    envs = list(getattr(node, "environments", None) or ())
+    if isinstance(node, dace.nodes.LibraryNode):
+        impl = node.implementation if node.implementation not in (None, "auto") else node.default_implementation
+        expansion = type(node).implementations.get(impl) if impl else None
+        envs += [e.full_class_path() for e in getattr(expansion, "environments", ())]
+    return envs
+
+
+def build_flags(sdfg: dace.SDFG) -> BuildFlags:
+    """The flags the build of ``sdfg`` gets from the environments of its code nodes and of the chosen
+    expansions of its library nodes (nothing needs to be expanded; dependencies included)."""
+    envs: dict[str, list[str]] = {}
+    for node, _ in sdfg.all_nodes_recursive():
+        if not isinstance(node, dace.nodes.CodeNode):
+            continue
+        own = set(getattr(node, "environments", None) or ())
+        for env in _node_environments(node):
+            if isinstance(node, dace.nodes.LibraryNode) and env not in own:
+                who = f"{type(node).__name__} '{getattr(node, 'name', node.label)}' ({node.implementation})"
+            else:
+                who = "the program's code nodes"
+            if who not in envs.setdefault(env, []):
+                envs[env].append(who)
+    out = BuildFlags()
+    cuda = _has_cuda_code(sdfg)
+    for env in dace.library.get_environments_and_dependencies(set(envs)):
+        host = [f for f in _value(env.cmake_compile_flags) if f not in out.host]
+        variable = str(_value(env.cmake_variables).get("CMAKE_CUDA_FLAGS", ""))
+        device = [f for f in variable.replace("${CMAKE_CUDA_FLAGS}", "").split() if f not in out.cuda] if cuda else []
+        out.host += host
+        out.cuda += device
+        if host or device:
+            out.sources[env.__name__] = envs.get(env.full_class_path(), ["a dependency"])
+    return out
 
 
 def select_expansions(sdfg: dace.SDFG, target: str | None = None, reproducibility: str = "exact",
@@ -102,4 +182,4 @@ def exact_cuda_flags() -> None:
     dace.Config.set("compiler", "cuda", "args", value=" ".join(args + [f for f in FLAGS_CUDA if f not in args]))
 
 
-__all__ = ["Choice", "compile_flags", "exact_cuda_flags", "pin_flags", "select_expansions"]
+__all__ = ["BuildFlags", "Choice", "build_flags", "compile_flags", "exact_cuda_flags", "pin_flags", "select_expansions"]

@@ -175,8 +175,9 @@ def page(sdfg: dace.SDFG, title: str | None = None) -> str:
 
 
 def write_page(sdfg: dace.SDFG, path: str | Path, title: str | None = None) -> Path:
-    """Write :func:`page` to ``path``; return the path."""
+    """Write :func:`page` to ``path`` (missing folders are created, as ``SDFG.save`` does); return the path."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page(sdfg, title), encoding="utf-8")
     return path
 

@@ -1,6 +1,7 @@
 """``sdfg_scan.optimize`` and the ``inspect`` / ``optimize`` subcommands."""
 
 import copy
+from pathlib import Path
 
 import dace
 import hand_columns as hc
@@ -34,8 +35,9 @@ def test_inspect_and_optimize_cli(tmp_path, capsys):
     program().save(str(src))
     assert main(["inspect", str(src)]) == 0
     out = capsys.readouterr().out
-    assert "1 scan(s)" in out and "recurrent" in out and "applicable: LiftScans" in out
-    assert "ScanLoopInterchange (not profitable here)" in out   # K-contiguous fields
+    assert "1 scan(s)" in out and "recurrent" in out and "applicable (optimize applies): LiftScans" in out
+    # K-contiguous fields; optimize never interchanges: marked as a transformation to apply by hand
+    assert "by hand only (optimize does not apply): ScanLoopInterchange (not profitable here)" in out
     assert main(["optimize", str(src), "-o", str(src)]) == 2
     assert "refusing to overwrite" in capsys.readouterr().err
     dst = tmp_path / "o.sdfg"
@@ -119,7 +121,7 @@ def test_demo_scan_sample_compiles_without_dace_warnings(capfd):
 # ------------------------------------------------------------------------------------------------
 # inspect suggests exactly the transformations that then apply (one predicate, one analysis)
 # ------------------------------------------------------------------------------------------------
-SUGGESTABLE = ("LiftScans", "RemoveScanSelfCopies", "DeadCarryElimination", "PeelBoundaryLevels", "ScanLoopInterchange")
+SUGGESTABLE = ("LiftScans", "RemoveScanSelfCopies", "DeadCarryElimination", "PeelBoundaryLevels")
 
 
 def _applied(sdfg, names) -> set[str]:
@@ -140,6 +142,7 @@ def test_inspect_suggests_what_applies(form):
     suggested = {name.split(" ")[0] for site in find_scans(sdfg) for name in _applicable(site)}
     applied = _applied(sdfg, SUGGESTABLE)
     assert suggested == applied, f"suggested only: {suggested - applied}; applied only: {applied - suggested}"
+    assert not suggested & set(pipeline.RESTRUCTURE + pipeline.SPECIALISE) and "ScanLoopInterchange" not in suggested
 
 
 HAND = {"flag read as data": dict(cond_as_data=True), "condition not decided": dict(cond_expr="__cond and K > 3"),
@@ -161,3 +164,162 @@ def test_inspect_suggests_what_applies_hand_columns(kw):
     site = ScanSite(None, sdfg.start_state, sdfg, analyze_scan(sdfg, prologue=True))  # a top-level column
     names = ("RemoveScanSelfCopies", "DeadCarryElimination", "PeelBoundaryLevels")
     assert set(_applicable(site)) == _applied(sdfg, names)
+
+
+@pytest.mark.fixtures
+@pytest.mark.parametrize("form, then", [("minimal_cumsum_k.opt", "ScanToCumulative"),
+                                        ("solve_tridiagonal_matrix_for_w_forward_sweep.opt", "LiftCellMap")])
+def test_inspect_names_what_optimize_does_and_marks_by_hand_transformations(tmp_path, capsys, form, then):
+    """``inspect`` lists what ``optimize`` applies (``LiftScans, then ScanToCumulative``), each applied at
+    least once by ``optimize``; ``ScanLoopInterchange``, which ``optimize`` never applies, only under
+    "by hand only"."""
+    fx.require(form)
+    src = str(fx.path_of(form))
+    assert main(["inspect", src]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if "applicable" in ln)
+    assert line.strip() == f"applicable (optimize applies): LiftScans, then {then}"
+    assert "by hand only (optimize does not apply): ScanLoopInterchange" in out
+    report = pipeline.optimize(fx.load(form))
+    assert report.applied["LiftScans"] >= 1 and report.applied[then] >= 1 and "ScanLoopInterchange" not in report.applied
+
+
+# ------------------------------------------------------------------------------------------------
+# usage errors: one line on stderr, exit status 2, no traceback
+# ------------------------------------------------------------------------------------------------
+def _one_line(capsys, *words) -> str:
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and all(w in lines[0] for w in words), err
+    return out
+
+
+@pytest.fixture
+def program_file(tmp_path):
+    path = tmp_path / "p.sdfg"
+    program().save(str(path))
+    return path
+
+
+def test_optimize_checks_the_output_path_before_running_the_pipeline(tmp_path, capsys, program_file, monkeypatch):
+    def never(*args, **kwargs):
+        raise AssertionError("the pipeline ran although -o cannot be written")
+
+    monkeypatch.setattr(pipeline, "optimize", never)
+    assert main(["optimize", str(program_file), "-o", str(tmp_path)]) == 2
+    _one_line(capsys, f"'{tmp_path}' is a directory", "expected a writable file path")
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    assert main(["optimize", str(program_file), "-o", str(blocker / "x.sdfg")]) == 2   # a folder that is a file
+    _one_line(capsys, "cannot write -o", "expected a writable file path")
+    if Path("/proc/self").is_dir():
+        assert main(["optimize", str(program_file), "-o", "/proc/x.sdfg"]) == 2
+        _one_line(capsys, "cannot write -o '/proc/x.sdfg'")
+    assert not (tmp_path / "a_file").is_dir()
+
+
+def test_optimize_creates_missing_folders_and_compresses_sdfgz(tmp_path, capsys, program_file):
+    dst = tmp_path / "new" / "o.sdfgz"
+    assert main(["optimize", str(program_file), "-o", str(dst)]) == 0
+    assert dst.read_bytes()[:2] == b"\x1f\x8b"   # gzip
+    assert [n for n, _ in dace.SDFG.from_file(str(dst)).all_nodes_recursive() if isinstance(n, Scan)]
+    plain = tmp_path / "o.sdfg"
+    assert main(["optimize", str(program_file), "-o", str(plain)]) == 0
+    assert plain.read_text().lstrip().startswith("{")
+
+
+def test_view_creates_missing_folders_and_refuses_a_directory(tmp_path, capsys, program_file):
+    out = tmp_path / "missing" / "deeper" / "p.html"
+    assert main(["view", str(program_file), "-o", str(out)]) == 0
+    assert out.is_file() and f"written: {out}" in capsys.readouterr().out
+    assert main(["view", str(program_file), "-o", str(tmp_path)]) == 2
+    assert _one_line(capsys, "sdfg-scan view: -o", "is a directory", "HTML page") == ""
+
+
+def test_demo_with_an_unknown_sample_is_one_line(capsys):
+    assert main(["demo", "nosuchsample"]) == 2
+    assert _one_line(capsys, "no sample 'nosuchsample'", "expected one of", "cumsum_column") == ""
+
+
+def test_inplace_names_are_checked(tmp_path, capsys, program_file):
+    sdfg = program()
+    args = sorted(k for k, d in sdfg.arrays.items() if not d.transient)
+    with pytest.raises(ValueError, match=r"sdfg_scan.optimize: inplace pair 'OUT=nonexistent': 'nonexistent' is "
+                                         r"not a non-transient array of the SDFG 'lift_prog' \(its non-transient "
+                                         r"arrays: INIT, OUT, X\)"):
+        pipeline.optimize(sdfg, inplace={"OUT": "nonexistent"})
+    dst = str(tmp_path / "o.sdfg")
+    assert main(["optimize", str(program_file), "-o", dst, "--inplace", "nonexist=alsonot"]) == 2
+    _one_line(capsys, "--inplace pair 'nonexist=alsonot': 'nonexist' and 'alsonot' are not non-transient arrays",
+              args[0])
+    assert main(["optimize", str(program_file), "-o", dst, "--inplace", "foo"]) == 2
+    _one_line(capsys, "--inplace expects OUT=IN pairs", "'foo'")
+    assert not Path(dst).exists()
+
+
+def test_dace_progress_does_not_reach_stdout(monkeypatch):
+    """DaCe prints "Applied N X.\\r" on stdout when a transformation runs long (graupel) or ``debugprint`` is
+    on: every application in ``optimize`` (in place outputs included) asks it not to."""
+    calls = []
+    apply = dace.SDFG.apply_transformations_repeated
+
+    def spy(self, xforms, *args, **kwargs):
+        calls.append(kwargs)
+        return apply(self, xforms, *args, **kwargs)
+
+    monkeypatch.setattr(dace.SDFG, "apply_transformations_repeated", spy)
+    pipeline.optimize(program(), inplace={"OUT": "X"})
+    assert len(calls) >= 10 and all(c.get("print_report") is False and c.get("progress") is False for c in calls)
+
+
+def test_export_errors_go_to_stderr(tmp_path, capsys):
+    assert main(["export", "nosuchmodule_for_sdfg_scan:prog", "--out", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "sdfg-scan export" in err
+    assert main(["export", "x:y", "--static", "dt"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "--static expects NAME=VALUE" in err
+
+
+class _ClosedPipe:
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self):
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(monkeypatch, program_file, tmp_path, capsys):
+    monkeypatch.setattr("sys.stdout", _ClosedPipe())
+    assert main(["list"]) == 141
+    dst = tmp_path / "o.sdfg"
+    assert main(["optimize", str(program_file), "-o", str(dst)]) == 141
+    assert dst.is_file()   # written before the report
+    assert capsys.readouterr().err == ""
+
+
+def _break_a_memlet(obj) -> bool:
+    if isinstance(obj, dict):
+        if obj.get("type") == "Memlet":
+            obj["attributes"]["data"] = "no_such_array"
+            return True
+        return any(_break_a_memlet(v) for v in obj.values())
+    return isinstance(obj, list) and any(_break_a_memlet(v) for v in obj)
+
+
+def test_an_unreadable_file_is_one_line_without_dace_warnings(tmp_path, capsys, program_file):
+    import json
+    import warnings
+
+    data = json.loads(program_file.read_text())
+    assert _break_a_memlet(data)
+    broken = tmp_path / "broken.sdfg"
+    broken.write_text(json.dumps(data))
+    text = tmp_path / "notes.sdfg"
+    text.write_text("# not an SDFG\n")
+    for path, why in ((broken, "TypeError"), (text, "neither JSON nor gzip-compressed JSON")):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert main(["inspect", str(path)]) == 2
+        assert caught == []
+        _one_line(capsys, f"cannot read '{path}' as an SDFG", "expected the JSON of an .sdfg file", why)

@@ -289,6 +289,37 @@ def test_frontend():
     assert np.array_equal(sdfg_scan.column_reduce(xv, "argmin"), np.argmin(xv, axis=1))
 
 
+@dace.program
+def one_column(x1: dace.float64[K], m1: dace.bool_[K], l1: dace.int32, x2: dace.float64[K, 3], s1: dace.float64[1],
+               a1: dace.int64[1], r1: dace.float64[1], b1: dace.bool_[1], c1: dace.float64[1]):
+    s1[:] = sdfg_scan.column_reduce(x1, "sum", axis=0)
+    a1[0] = sdfg_scan.column_reduce(x1, "argmax")
+    r1[:] = sdfg_scan.column_reduce(x1, "min", mask=m1, levels=l1)
+    b1[:] = sdfg_scan.column_reduce(x1, "any", mask=m1)
+    c1[:] = sdfg_scan.column_reduce(x2[:, 1], "prod")  # a strided column of a 2-d array
+
+
+@pytest.fixture(scope="module")
+def one_column_compiled():
+    return one_column.to_sdfg().compile()
+
+
+@pytest.mark.parametrize("k", [0, 1, 2, 65])
+def test_frontend_one_column(one_column_compiled, k):
+    """1-d input (one column) inside a program, bitwise ``reference.column_fold``: the result has one element."""
+    rng = np.random.default_rng(k)
+    x1, m1, x2 = rng.standard_normal(k), rng.random(k) < 0.6, rng.uniform(0.5, 1.5, (k, 3))
+    l1 = np.int32(k // 2)
+    outs = {"s1": np.zeros(1), "a1": np.zeros(1, np.int64), "r1": np.zeros(1), "b1": np.zeros(1, bool),
+            "c1": np.zeros(1)}
+    one_column_compiled(x1=x1, m1=m1, l1=l1, x2=x2, K=k, **outs)
+    want = {"s1": R.column_fold(x1, "sum", 0), "a1": R.column_fold(x1, "argmax"),
+            "r1": R.column_fold(x1, "min", -1, m1, l1), "b1": R.column_fold(x1, "any", -1, m1),
+            "c1": R.column_fold(x2[:, 1], "prod")}
+    for name, value in want.items():
+        assert np.shape(value) == () and np.array_equal(outs[name], np.reshape(value, 1)), name
+
+
 @pytest.fixture(scope="module")
 def gpu_sdfg():
     sdfg, st = base_sdfg("test_column_reduce_gpu", "cellcontig", np.float64)

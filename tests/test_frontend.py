@@ -83,3 +83,40 @@ def test_scalar_argument_is_a_clear_error():
 
     with pytest.raises(Exception, match="sdfg_scan.cumsum: expected an array"):
         bad.to_sdfg()
+
+
+def _axis_programs(axis):
+    """One program per sdfg_scan function, each called with ``axis`` (a constant from this closure)."""
+    def body(c, x, k):
+        return (c[0] + x[0],), ()
+
+    def cumsum(a: dace.float64[N, K], o: dace.float64[N, K]):
+        o[:] = sdfg_scan.cumsum(a, axis=axis)
+
+    def linear_recurrence(a: dace.float64[N, K], o: dace.float64[N, K]):
+        o[:] = sdfg_scan.linear_recurrence(a, a, axis=axis)
+
+    def column_reduce(a: dace.float64[N, K], o: dace.float64[N]):
+        o[:] = sdfg_scan.column_reduce(a, "sum", axis=axis)
+
+    def scan(a: dace.float64[N, K], o: dace.float64[N, K]):
+        o[:] = sdfg_scan.scan(body, (0.0,), (a,), axis=axis)
+
+    def window_reduce(a: dace.float64[N, K], o: dace.float64[N, K]):
+        o[:] = sdfg_scan.window_reduce(a, [1.0, 1.0], [0, -1], axis=axis)
+
+    return [dace.program(f) for f in (cumsum, linear_recurrence, column_reduce, scan, window_reduce)]
+
+
+@pytest.mark.parametrize("axis, error, message", [
+    (5, np.exceptions.AxisError, "axis 5 is out of bounds for array of dimension 2"),
+    (-3, np.exceptions.AxisError, "axis -3 is out of bounds for array of dimension 2"),
+    (1.9, TypeError, "axis must be an integer constant, got 1.9"),
+    (True, TypeError, "axis must be an integer constant, got True"),
+], ids=["5", "-3", "1.9", "True"])
+def test_axis_errors_are_numpys(axis, error, message):
+    """Every function: an axis out of range raises NumPy's AxisError with its message, a non-integer axis
+    (bool included) a TypeError, while the program is parsed, prefixed with the API."""
+    for prog in _axis_programs(axis):
+        with pytest.raises(error, match=f"sdfg_scan.{prog.f.__name__}: {message}"):
+            prog.to_sdfg()

@@ -21,7 +21,10 @@ def numpy_forms(x: dace.float64[N, K], xt: dace.float64[K, N], x32: dace.float32
                 d1: dace.float64[N, K], d2: dace.float64[K, N], d3: dace.float32[N, K],
                 i1: dace.int64[N, K], i2: dace.int64[K, N], b1: dace.int64[N, K],
                 f1: dace.float64[NK], f2: dace.float64[NK], f3: dace.int64[NK], f4: dace.float64[NK],
-                o1: dace.float64[N, K], o2: dace.float64[K, N], o3: dace.int32[N, K], o4: dace.float64[N, K]):
+                o1: dace.float64[N, K], o2: dace.float64[K, N], o3: dace.int32[N, K], o4: dace.float64[N, K],
+                c1: dace.float32[N, K], c2: dace.float32[K, N], c3: dace.float32[N, K], c4: dace.int64[N, K],
+                c5: dace.float64[N, K], c6: dace.float32[NK], c7: dace.float32[N, K], c8: dace.float64[K, N],
+                c9: dace.float64[N, K], bx: dace.bool_[N, K], bn: dace.bool_[N, K], ba: dace.bool_[N, K]):
     m1[:] = x.cumsum(axis=1)
     m2[:] = xt.cumprod(axis=0)
     m3[:] = x.cumsum(1)
@@ -42,6 +45,19 @@ def numpy_forms(x: dace.float64[N, K], xt: dace.float64[K, N], x32: dace.float32
     np.cumsum(xt32, axis=0, out=o2)  # out's dtype (float64) is the accumulation type, as in NumPy
     np.cumsum(xi, 1, None, o3)  # positional; int32 out: wraps around like NumPy
     x.cumprod(axis=1, out=o4)
+    # out of another dtype: accumulate in NumPy's loop dtype (np.result_type of input and out), then cast
+    np.cumsum(x, axis=1, out=c1)  # float64 sums, rounded into float32
+    np.cumprod(xt, axis=0, out=c2)
+    np.cumsum(xi, axis=1, out=c3)  # int32 and float32: float64 sums
+    np.cumsum(x, axis=1, out=c4)  # float64 sums, truncated into int64
+    np.cumsum(x, axis=1, dtype=np.float32, out=c5)  # dtype= wins: float32 sums, widened into float64
+    np.cumsum(x, out=c6)  # flattened
+    sdfg_scan.cumsum(x, axis=1, out=c7)  # sdfg_scan.cum*: the input's dtype, then cast (as its Python call)
+    sdfg_scan.cumsum(xt32, axis=0, out=c8, reverse=True)
+    sdfg_scan.cumprod(x, axis=1, dtype=np.float32, out=c9)
+    bx[:] = sdfg_scan.cummax(xb, axis=1)  # bool: logical or / and, as np.maximum / np.minimum
+    sdfg_scan.cummin(xb, axis=1, exclusive=True, reverse=True, out=bn)
+    ba[:] = sdfg_scan.associative_scan(np.maximum, xb, axis=1)
 
 
 def expected(x, xt, x32, xt32, xi, xti, xb):
@@ -55,6 +71,19 @@ def expected(x, xt, x32, xt32, xi, xti, xb):
         "f1": np.cumsum(x), "f2": xt.cumsum(), "f3": np.cumsum(xi), "f4": np.cumprod(a=x),
         "o1": np.cumsum(x, axis=1), "o2": np.cumsum(xt32, axis=0, out=np.zeros(xt32.shape)),
         "o3": np.cumsum(xi, 1, None, np.zeros(xi.shape, np.int32)), "o4": x.cumprod(axis=1),
+        "c1": np.cumsum(x, axis=1, out=np.zeros(x.shape, np.float32)),
+        "c2": np.cumprod(xt, axis=0, out=np.zeros(xt.shape, np.float32)),
+        "c3": np.cumsum(xi, axis=1, out=np.zeros(xi.shape, np.float32)),
+        "c4": np.cumsum(x, axis=1, out=np.zeros(x.shape, np.int64)),
+        "c5": np.cumsum(x, axis=1, dtype=np.float32, out=np.zeros(x.shape)),
+        "c6": np.cumsum(x, out=np.zeros(x.size, np.float32)),
+        "c7": sdfg_scan.cumsum(x, axis=1, out=np.zeros(x.shape, np.float32)),
+        "c8": sdfg_scan.cumsum(xt32, axis=0, out=np.zeros(xt32.shape), reverse=True),
+        "c9": sdfg_scan.cumprod(x, axis=1, dtype=np.float32, out=np.zeros(x.shape)),
+        "bx": np.maximum.accumulate(xb, axis=1),
+        "bn": np.concatenate([np.minimum.accumulate(xb[:, ::-1], axis=1)[:, ::-1][:, 1:],
+                              np.ones((xb.shape[0], 1), bool)], axis=1),  # exclusive: identity True last
+        "ba": np.maximum.accumulate(xb, axis=1),
     }
 
 
@@ -63,7 +92,7 @@ def compiled():
     sdfg = numpy_forms.to_sdfg()
     assert not any(isinstance(n, dace.nodes.Tasklet) and n.language == dace.Language.Python and st.entry_node(n) is None
                    for n, st in sdfg.all_nodes_recursive()), "no form may become a Python callback"  # (casts: maps)
-    assert sum(isinstance(n, sdfg_scan.CumulativeScan) for n, _ in sdfg.all_nodes_recursive()) == 20
+    assert sum(isinstance(n, sdfg_scan.CumulativeScan) for n, _ in sdfg.all_nodes_recursive()) == 32
     return sdfg.compile()
 
 
@@ -123,6 +152,45 @@ def test_sdfg_scan_cumsum_keeps_the_input_dtype_and_takes_dtype():
     assert np.array_equal(z, sdfg_scan.cumsum(x, axis=1, dtype=np.float64, reverse=True))
 
 
+@pytest.mark.parametrize("xdt, odt, dtype, acc", [
+    (dace.float64, dace.float32, None, dace.float64), (dace.float32, dace.float64, None, dace.float64),
+    (dace.int32, dace.float32, None, dace.float64), (dace.float64, dace.int64, None, dace.float64),
+    (dace.int16, dace.int16, None, dace.int16), (dace.float64, dace.float64, np.float32, dace.float32),
+], ids=str)
+def test_out_of_another_dtype_accumulates_in_numpys_loop_dtype(xdt, odt, dtype, acc):
+    """``np.cumsum(x, out=o)``: the node accumulates in ``np.result_type(x, o)`` (``dtype=`` if given), a map
+    casts the result into ``o`` where the dtypes differ; NumPy's own loop, asked of NumPy's ``out=`` result."""
+
+    @dace.program
+    def prog(x: xdt[N, K], o: odt[N, K]):
+        np.cumsum(x, axis=1, dtype=dtype, out=o)
+
+    nodes, sdfg = _lowered(prog)
+    (node,) = nodes
+    state = next(s for s in sdfg.states() if node in s.nodes())
+    assert node.operand(state, "_out").dtype == acc
+    casts_after = [e.dst for e in state.out_edges(state.out_edges(node)[0].dst)]
+    assert (odt != acc) == any(isinstance(n, dace.nodes.MapEntry) for n in casts_after)
+    x = np.full((1, 3), 2**24 + 1 if xdt == dace.int32 else 1 / 3, xdt.as_numpy_dtype())
+    loop = np.result_type(x.dtype, odt.as_numpy_dtype()) if dtype is None else np.dtype(dtype)
+    assert np.array_equal(np.cumsum(x, axis=1, dtype=dtype, out=np.zeros(x.shape, odt.as_numpy_dtype())),
+                          np.cumsum(x.astype(loop), axis=1, dtype=loop).astype(odt.as_numpy_dtype()))
+    assert loop == acc.as_numpy_dtype()
+
+
+def test_complex_min_max_refused_by_validate_after_associative_scan():
+    """``associative_scan(np.maximum, x)`` lowers to ``CumulativeScan``: complex input is refused by validate()."""
+
+    @dace.program
+    def prog(x: dace.complex128[N, K], o: dace.complex128[N, K]):
+        o[:] = sdfg_scan.associative_scan(np.maximum, x, axis=1)
+
+    with pytest.raises(Exception, match="connector '_in' has dtype complex128, but op 'max' needs ordered values"):
+        prog.to_sdfg().validate()
+    with pytest.raises(TypeError, match="cumulative 'min' of complex128 values is not supported"):
+        sdfg_scan.cummin(np.ones((2, 3), complex), axis=1)
+
+
 @dace.program
 def axis_sdfg_scan(x: dace.float64[N, K]):
     return sdfg_scan.cumsum(x, axis=5)
@@ -172,8 +240,13 @@ def err_no_axis(x: dace.float64[N, K], o: dace.float64[N, K]):
 
 
 @dace.program
-def err_dtype_out(x: dace.float64[N, K], o: dace.float64[N, K]):
-    np.cumsum(x, axis=1, dtype=np.float32, out=o)
+def err_complex_max(x: dace.complex128[N, K], o: dace.complex128[N, K]):
+    o[:] = sdfg_scan.cummax(x, axis=1)
+
+
+@dace.program
+def err_complex_into_real(x: dace.complex128[N, K], o: dace.float64[N, K]):
+    np.cumsum(x, axis=1, out=o)
 
 
 @dace.program
@@ -188,7 +261,9 @@ def err_dtype(x: dace.float64[N, K], o: dace.float64[N, K]):
 
 @pytest.mark.parametrize("prog, message", [
     (err_no_axis, "sdfg_scan.cumsum: axis=None flattens an N-d array"),
-    (err_dtype_out, "sdfg_scan.cumsum: dtype=float32 and out='o' of dtype float64 differ"),
+    (err_complex_max, "sdfg_scan.CumulativeScan 'cummax': connector '_in' has dtype complex128, but op 'max' "
+                      "needs ordered values"),
+    (err_complex_into_real, "sdfg_scan.cumsum: the result is complex128 and out is float64"),
     (err_out_shape, r"sdfg_scan.cumsum: out='o' has shape \(N, K\), expected the result's shape \(K\*N,\)"),
     (err_dtype, "sdfg_scan.cumsum: dtype must be a NumPy or DaCe data type"),
 ], ids=lambda p: getattr(p, "name", "message"))

@@ -116,3 +116,47 @@ def err_offsets(x: dace.float64[N, K], o: dace.int64[2], y: dace.float64[N, K]):
 def test_window_frontend_errors(prog, message):
     with pytest.raises(ValueError, match=message):
         prog.to_sdfg()
+
+
+@dace.program
+def one_column(x: dace.float64[K], x2: dace.float64[K, 2], wv: dace.float64[4], wl: dace.float64[K, 3],
+               y1: dace.float64[K], y2: dace.float64[K], y3: dace.float64[K], y4: dace.float64[K]):
+    y1[:] = sdfg_scan.window_reduce(x, [0.4, 0.3, 0.2, 0.1], O_CLOSURE)  # closure offsets: compiled in
+    y2[:] = sdfg_scan.window_reduce(x, wv, O_CLOSURE, axis=0)
+    y3[:] = sdfg_scan.window_reduce(x, wl, [0, -1, 1])  # per level: (K, J)
+    y4[:] = sdfg_scan.window_reduce(x2[:, 1], [1.0, -1.0], [0, -1])  # a strided column of a 2-d array
+
+
+@pytest.fixture(scope="module")
+def one_column_sdfg():
+    sdfg = one_column.to_sdfg()
+    return sdfg, sdfg.compile()
+
+
+def test_closure_offsets_are_no_argument(one_column_sdfg):
+    """Offsets from a closure array are compiled into the code: the array is no argument of the SDFG (called
+    as compiled, without it), unless the program also reads it elsewhere."""
+    assert sorted(one_column_sdfg[0].arglist()) == ["K", "wl", "wv", "x", "x2", "y1", "y2", "y3", "y4"]
+
+    @dace.program
+    def offsets_also_read(x: dace.float64[N, K], y: dace.float64[N, K], z: dace.int64[4]):
+        y[:] = sdfg_scan.window_reduce(x, [1.0, 1.0, 1.0, 1.0], O_CLOSURE, axis=1)
+        z[:] = O_CLOSURE
+
+    assert any("O_CLOSURE" in a for a in offsets_also_read.to_sdfg().arglist())
+
+
+@pytest.mark.parametrize("k", [1, 2, 5, 65])
+def test_window_frontend_one_column(one_column_sdfg, k):
+    """1-d input (one column) inside a program, bitwise ``reference.window_reduce``."""
+    rng = np.random.default_rng(k)
+    ins = {"x": rng.standard_normal(k), "x2": rng.standard_normal((k, 2)), "wv": rng.standard_normal(4),
+           "wl": rng.standard_normal((k, 3))}
+    outs = {f"y{i}": np.zeros(k) for i in range(1, 5)}
+    one_column_sdfg[1](**ins, **outs, K=k)
+    want = {"y1": R.window_reduce(ins["x"], [0.4, 0.3, 0.2, 0.1], O_CLOSURE),
+            "y2": R.window_reduce(ins["x"], ins["wv"], O_CLOSURE, axis=0),
+            "y3": R.window_reduce(ins["x"], ins["wl"], [0, -1, 1]),
+            "y4": R.window_reduce(ins["x2"][:, 1], [1.0, -1.0], [0, -1])}
+    for name, value in want.items():
+        assert np.array_equal(outs[name].view(np.uint64), value.view(np.uint64)), name

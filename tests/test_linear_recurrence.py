@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import sdfg_scan
 from sdfg_scan import reference
 from sdfg_scan.harness import numpy_array, strides_for
 from sdfg_scan.nodes import LinearRecurrence
@@ -113,3 +114,47 @@ def test_init_shape_and_flag_errors():
     node.has_init = False
     with pytest.raises(Exception, match="has_init and the 'init' connector disagree"):
         sdfg.validate()
+
+
+M = dace.symbol("M")
+
+
+def scalar_inits(a2, b2, a3, b3, a1, b1, s, s32, y2, y3, y1, y1r, y2c):
+    y2[:] = sdfg_scan.linear_recurrence(a2, b2, axis=1, init=s)
+    y3[:] = sdfg_scan.linear_recurrence(a3, b3, axis=1, reverse=True, init=s)
+    y1[:] = sdfg_scan.linear_recurrence(a1, b1, init=s)
+    y1r[:] = sdfg_scan.linear_recurrence(a1, b1, reverse=True, init=s32)  # converted to a's dtype
+    y2c[:] = sdfg_scan.linear_recurrence(a2, b2, axis=0, init=s32)
+
+
+# set here: DaCe does not read the postponed (string) annotations of this module
+F64 = dace.float64
+scalar_inits.__annotations__ = dict(a2=F64[N, K], b2=F64[N, K], a3=F64[N, K, M], b3=F64[N, K, M], a1=F64[K], b1=F64[K],
+                                    s=F64, s32=dace.float32, y2=F64[N, K], y3=F64[N, K, M], y1=F64[K], y1r=F64[K],
+                                    y2c=F64[N, K])
+scalar_inits = dace.program(scalar_inits)
+
+
+@pytest.fixture(scope="module")
+def scalar_inits_compiled():
+    return scalar_inits.to_sdfg().compile()
+
+
+@pytest.mark.parametrize("n, k, m", [(1, 1, 1), (3, 4, 2), (7, 65, 3), (2, 0, 2)])
+def test_scalar_init_is_given_to_every_column(scalar_inits_compiled, n, k, m):
+    """A runtime scalar as init (2-d, 3-d, 1-d; float32 converted to float64): every column starts from it,
+    bitwise ``reference.linear_recurrence`` with the same value."""
+    rng = np.random.default_rng(n * 100 + k)
+    ins = {"a2": rng.random((n, k)), "b2": rng.random((n, k)), "a3": rng.random((n, k, m)),
+           "b3": rng.random((n, k, m)), "a1": rng.random(k), "b1": rng.random(k)}
+    s, s32 = rng.random(), np.float32(rng.random())
+    outs = {"y2": np.zeros((n, k)), "y3": np.zeros((n, k, m)), "y1": np.zeros(k), "y1r": np.zeros(k),
+            "y2c": np.zeros((n, k))}
+    scalar_inits_compiled(**ins, **outs, s=s, s32=s32, N=n, K=k, M=m)
+    want = {"y2": reference.linear_recurrence(ins["a2"], ins["b2"], 1, init=s),
+            "y3": reference.linear_recurrence(ins["a3"], ins["b3"], 1, reverse=True, init=s),
+            "y1": reference.linear_recurrence(ins["a1"], ins["b1"], init=s),
+            "y1r": reference.linear_recurrence(ins["a1"], ins["b1"], reverse=True, init=s32),
+            "y2c": reference.linear_recurrence(ins["a2"], ins["b2"], 0, init=s32)}
+    for name, value in want.items():
+        assert np.array_equal(outs[name], value), name

@@ -107,6 +107,26 @@ def test_cumulative_bitwise_chunked_order(layout):
 
 
 @pytest.mark.parametrize("layout", ["k", "cell"])
+def test_min_max_signed_zeros_and_nans_bitwise(layout):
+    """min/max of -0.0/+0.0 ties and NaNs (two payloads) across chunk boundaries: the chunk totals combine
+    with ``reference_levels.combine``'s rule (the first NaN stays, a tie takes the later level), so the
+    result is the sequential reference's bits."""
+    prog = _compiled(("cum", layout), lambda: _cumulative_sdfg(layout))
+    rng = np.random.default_rng(4)
+    ncol, nlev = 3, 5 * CHUNK + 3
+    nan2 = np.frombuffer(np.uint64(0x7FF8000000000123).tobytes(), np.float64)[0]
+    x = rng.choice(np.array([-0.0, 0.0, -0.0, 0.0, np.nan, nan2, -1.0, 1.0]), (ncol, nlev))
+    x[0] = rng.choice(np.array([-0.0, 0.0]), nlev)        # a column of signed zeros only
+    outs = {_name(*v): numpy_array(np.zeros((ncol, nlev)), 1, layout) for v in VARIANTS}
+    prog(x=numpy_array(x, 1, layout), **outs, N=ncol, K=nlev)
+    for (op, rev, exc) in VARIANTS:
+        if op not in ("min", "max"):
+            continue
+        got, want = outs[_name(op, rev, exc)], reference.cumulative(x, op, 1, rev, exc)
+        assert np.array_equal(got.view(np.uint64), want.view(np.uint64)), (op, rev, exc)
+
+
+@pytest.mark.parametrize("layout", ["k", "cell"])
 def test_linear_recurrence_bitwise_chunked_order(layout):
     prog = _compiled(("lr", layout), lambda: _linrec_sdfg(layout))
     rng = np.random.default_rng(2)

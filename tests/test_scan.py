@@ -18,7 +18,7 @@ from sdfg_scan.choice import choose
 from sdfg_scan.nodes.scan import Scan
 from sdfg_scan.scan_structure import analyze_scan
 
-N, K = dace.symbol("N"), dace.symbol("K")
+N, K, M = dace.symbol("N"), dace.symbol("K"), dace.symbol("M")
 NLEVS, NCOLS = (1, 2, 65, 90), (1, 7, 1000)
 
 
@@ -261,7 +261,7 @@ def test_axis_out_of_range_is_refused():
     def prog(a: dace.float64[N, K], o: dace.float64[N, K]):
         o[:] = sdfg_scan.scan(body, (0.0, 0.0), (a, a), axis=2)[0]
 
-    with pytest.raises(ValueError, match="axis 2 is out of range"):
+    with pytest.raises(np.exceptions.AxisError, match="sdfg_scan.scan: axis 2 is out of bounds for array of dimension 2"):
         prog.to_sdfg()
 
 
@@ -293,8 +293,96 @@ def test_rank_mismatch_is_refused():
     def prog(a: dace.float64[N, K], b: dace.float64[K], o: dace.float64[N, K]):
         o[:] = sdfg_scan.scan(body, (0.0, 0.0), (a, b), axis=-1)[0]
 
-    with pytest.raises(Exception, match="connector 'xs1' has rank 1, expected rank 2"):
-        prog.to_sdfg().validate()
+    with pytest.raises(ValueError, match=r"sdfg_scan.scan: xs\[1\] 'b' has shape \(K,\), expected the shape of "
+                                         r"xs\[0\] 'a' \(N, K\)"):
+        prog.to_sdfg()
+
+
+def test_shape_mismatch_is_refused():
+    """Inputs of one rank but other level counts: refused while parsing, by validate() and by the reference
+    (they would read out of bounds)."""
+    @dace.program
+    def prog(a: dace.float64[N, K], b: dace.float64[N, 2], o: dace.float64[N, K]):
+        o[:] = sdfg_scan.scan(body, (0.0, 0.0), (a, b), axis=1)[0]
+
+    with pytest.raises(ValueError, match=r"sdfg_scan.scan: xs\[1\] 'b' has shape \(N, 2\), expected the shape of "
+                                         r"xs\[0\] 'a' \(N, K\)"):
+        prog.to_sdfg()
+    with pytest.raises(ValueError, match=r"input 1 has shape \(3, 2\), expected the shape \(3, 6\) of input 0"):
+        sdfg_scan.scan(body, (0.0, 0.0), (np.ones((3, 6)), np.ones((3, 2))), axis=1)
+
+    sdfg = _program(False, "include_initial", np.float64, "scan_shapes", strided=False)
+    node, state = next((n, st) for n, st in sdfg.all_nodes_recursive() if isinstance(n, Scan))
+    node.validate(sdfg, state)  # carries of K + 1 slots beside inputs of K levels
+    edge = next(e for e in state.in_edges(node) if e.dst_conn == "xs1")
+    good = edge.data.subset
+    edge.data.subset = dace.subsets.Range.from_string("0:N, 0:2")
+    with pytest.raises(ValueError, match=r"sdfg_scan.Scan 'scan': connector 'xs1' has shape \(N, 2\), expected the "
+                                         r"shape of 'xs0' \(N, K\)"):
+        node.validate(sdfg, state)
+    edge.data.subset = good
+    out = next(e for e in state.out_edges(node) if e.src_conn == "carry0")
+    out.data.subset = dace.subsets.Range.from_string("0:N, 0:K")
+    with pytest.raises(ValueError, match=r"connector 'carry0' has shape \(N, K\), expected \(N, K \+ 1\) \(the "
+                                         r"shape of 'xs0' \(N, K\), 1 more along axis 1\)"):
+        node.validate(sdfg, state)
+
+
+def scalar_init_body(c, x, k):
+    s = c[0] * 0.5 + x[0]
+    return (s,), (s - x[0],)
+
+
+@dace.program
+def scalar_inits(x2: dace.float64[N, K], x3: dace.float64[N, K, M], x1: dace.float64[K], s: dace.float64,
+                 c2: dace.float64[N, K], y2: dace.float64[N, K], c3: dace.float64[N, K, M], y3: dace.float64[N, K, M],
+                 c1: dace.float64[K], y1: dace.float64[K], g2: dace.float64[N, K], f2: dace.float64[K]):
+    c2[:], y2[:] = sdfg_scan.scan(scalar_init_body, (s,), (x2,), axis=1)
+    c3[:], y3[:] = sdfg_scan.scan(scalar_init_body, (s,), (x3,), axis=1, reverse=True)
+    c1[:], y1[:] = sdfg_scan.scan(scalar_init_body, (s,), (x1,))
+    g2[:], f2[:] = sdfg_scan.scan(scalar_init_body, (s,), (x2,), axis=0, emit="exclusive", carries=(), final=True)
+
+
+@pytest.fixture(scope="module")
+def scalar_inits_compiled():
+    return scalar_inits.to_sdfg().compile()
+
+
+@pytest.mark.parametrize("n, k, m", [(1, 1, 1), (3, 4, 2), (7, 65, 3), (2, 0, 2)])
+def test_scalar_init_is_given_to_every_column(scalar_inits_compiled, n, k, m):
+    """A runtime scalar as init (a program argument): the carry of every column starts from it, bitwise as
+    the reference given the same value as a 0-d array (2-d, 3-d and 1-d inputs)."""
+    rng = np.random.default_rng(n * 100 + k)
+    x2, x3, x1 = rng.random((n, k)), rng.random((n, k, m)), rng.random(k)
+    s = np.array(rng.random())
+    outs = {"c2": np.zeros((n, k)), "y2": np.zeros((n, k)), "c3": np.zeros((n, k, m)), "y3": np.zeros((n, k, m)),
+            "c1": np.zeros(k), "y1": np.zeros(k), "g2": np.zeros((n, k)), "f2": np.zeros(k)}
+    scalar_inits_compiled(x2=x2, x3=x3, x1=x1, s=float(s), N=n, K=k, M=m, **outs)
+    want = {}
+    want["c2"], want["y2"] = sdfg_scan.scan(scalar_init_body, (s,), (x2,), axis=1)
+    want["c3"], want["y3"] = sdfg_scan.scan(scalar_init_body, (s,), (x3,), axis=1, reverse=True)
+    want["c1"], want["y1"] = sdfg_scan.scan(scalar_init_body, (s,), (x1,))
+    want["g2"], want["f2"] = sdfg_scan.scan(scalar_init_body, (s,), (x2,), axis=0, emit="exclusive", carries=(),
+                                            final=True)
+    for name, value in want.items():
+        assert np.array_equal(outs[name], value), name
+
+
+@pytest.mark.parametrize("emit", reference.EMIT_MODES)
+def test_reference_over_no_level_keeps_its_outputs(emit):
+    """Zero levels: as many results as for K > 0 (the ys empty along the axis), with the same dtypes."""
+    def two_ys(c, x, k):
+        s = c[0] + x[0]
+        return (s,), (s * 2.0, s > 0.0)
+
+    for k in (3, 0):
+        a = np.ones((2, k), np.float32)
+        got = sdfg_scan.scan(two_ys, (0.0,), (a,), axis=1, emit=emit, final=True)
+        carry, y0, y1, fin = got
+        assert carry.shape == (2, k + 1 if emit == "include_initial" else k) and fin.shape == (2,)
+        assert y0.shape == y1.shape == (2, k) and y0.dtype == y1.dtype == np.float32
+        outs, ys, _ = reference.scan(two_ys, (0.0,), {0: a}, axis=1, emit=emit, dtypes=[np.float32])
+        assert [(y.shape, y.dtype) for y in ys] == [((2, k), np.float32), ((2, k), np.bool_)]
 
 
 @pytest.mark.gpu

@@ -103,10 +103,16 @@ def test_optimize_pins_the_strict_flags_even_without_a_scan():
     t = st.add_tasklet("t", {"a"}, {"b"}, "b = a * 2.0 + 1.0")
     st.add_edge(st.add_read("x"), None, t, "a", dace.Memlet("x[0]"))
     st.add_edge(t, "b", st.add_write("x"), None, dace.Memlet("x[1]"))
+    plain = sdfg.to_json()
     report = sdfg_scan.optimize(sdfg, reproducibility="exact")
     assert report.flags[:4] == sdfg_scan.compile_flags("exact") and "compiler flags: -ffp-contract=off" in report.table()
     assert any(env.endswith("ExactArithmetic") for env in t.environments)
-    assert sdfg_scan.optimize(dace.SDFG.from_json(sdfg.to_json()), reproducibility="replay").flags == []
+    replay = sdfg_scan.optimize(dace.SDFG.from_json(plain), reproducibility="replay")
+    assert replay.flags == [] and "compiler flags: the program's own (none added)" in replay.table()
+    # a program pinned strict once keeps its flags (its code nodes carry the environment): the report says so
+    again = sdfg_scan.optimize(dace.SDFG.from_json(sdfg.to_json()), reproducibility="replay")
+    assert again.flags[:4] == sdfg_scan.compile_flags("exact") and again.flags_from == {
+        "ExactArithmetic": ["the program's code nodes"]}
     x = np.arange(4.0)
     sdfg(x=x)
     assert x[1] == 1.0
@@ -129,3 +135,47 @@ def test_optimize_for_the_gpu_without_the_gpu_transformation():
     host, _ = _reduce("cell", op="sum")
     report = sdfg_scan.optimize(host, target="gpu", reproducibility="exact", gpu_transform=False)
     assert report.nodes and all(c.target == "cpu" for c in report.nodes)
+
+
+def _dace_environment_flags(sdfg: dace.SDFG) -> tuple[set[str], str]:
+    """The host flags and the ``CMAKE_CUDA_FLAGS`` value that DaCe's build of ``sdfg`` takes from library
+    environments: its own code generation (expansions included) and flag collection, without a compiler."""
+    import copy
+    import shlex
+
+    from dace.codegen import codegen, compiler
+
+    objs = codegen.generate_code(copy.deepcopy(sdfg))
+    envs = dace.library.get_environments_and_dependencies(set().union(*(o.environments for o in objs)))
+    defines = dict(d.removeprefix("-D").split("=", 1) for d in compiler.get_environment_flags(envs)[0])
+    cuda = shlex.split(defines["DACE_ENV_VAR_VALUES"])[0] if "CUDA" in defines["DACE_ENV_VAR_KEYS"] else ""
+    return set(shlex.split(defines["DACE_ENV_COMPILE_FLAGS"])[0].split()), cuda
+
+
+@pytest.mark.parametrize("reproducibility", ["exact", "replay", "approx"])
+def test_the_report_names_the_flags_the_build_really_gets(reproducibility):
+    """Under replay/approx an ``exact`` expansion still brings ``ExactArithmetic``, whose flags DaCe applies
+    to the whole program: the report says so (the flags of every environment the build uses, and
+    where they come from); a CPU build lists no nvcc flags."""
+    import icon4py_fixtures as fx
+
+    form = "solve_tridiagonal_matrix_for_w_forward_sweep.opt"
+    fx.require(form)
+    sdfg = fx.load(form)
+    report = sdfg_scan.optimize(sdfg, target="cpu", reproducibility=reproducibility)
+    host, _ = _dace_environment_flags(sdfg)
+    assert set(report.flags) == host and set(sdfg_scan.compile_flags("exact")) <= host
+    assert not set(report.flags) & set(sdfg_scan.compile_flags("exact", "gpu"))
+    line = report.flags_line()
+    assert line in report.table() and line.startswith("compiler flags: -ffp-contract=off")
+    assert "Scan 'scan_0' (" in line and "ExactArithmetic from " in line and "whole program" in line
+
+
+def test_the_report_lists_nvcc_flags_only_for_a_program_with_cuda_code():
+    sdfg, _ = _reduce("cell")
+    report = sdfg_scan.optimize(sdfg, target="gpu", reproducibility="exact")
+    assert set(sdfg_scan.compile_flags("exact", "gpu")) <= set(report.flags)
+    _, cuda = _dace_environment_flags(sdfg)
+    assert all(f in cuda for f in sdfg_scan.compile_flags("exact", "gpu"))
+    cpu = sdfg_scan.optimize(_reduce("cell")[0], target="cpu", reproducibility="exact")
+    assert not set(cpu.flags) & set(sdfg_scan.compile_flags("exact", "gpu"))

@@ -25,9 +25,10 @@ from sdfg_scan.expansions.parallel_prefix import DEFAULT_CHUNK, PrefixOp, build_
 from sdfg_scan.reference import identity
 
 CPP_STEP = {"sum": "{c0} + {e0}", "prod": "{c0} * {e0}",
-            # NaN propagates like np.minimum/np.maximum; the first extreme wins (exactly associative)
-            "min": "((({e0}) < ({c0})) || (({e0}) != ({e0}))) ? ({e0}) : ({c0})",
-            "max": "((({e0}) > ({c0})) || (({e0}) != ({e0}))) ? ({e0}) : ({c0})"}
+            # reference_levels.combine's rule: the first NaN stays, a tie (-0 against +0) takes the later
+            # level (exactly associative)
+            "min": "((({c0}) < ({e0})) || (({c0}) != ({c0}))) ? ({c0}) : ({e0})",
+            "max": "((({c0}) > ({e0})) || (({c0}) != ({c0}))) ? ({c0}) : ({e0})"}
 """C++ step of each cumulative op, carry first (the sequential expansions' operand order)."""
 
 

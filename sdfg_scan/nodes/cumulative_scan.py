@@ -16,10 +16,11 @@ from sdfg_scan.expansions.parallel_prefix_ops import ExpandCumulativeScanParalle
 from sdfg_scan.nodes.base import AutoExpansion, ColumnNode
 from sdfg_scan.reference import CUMULATIVE_OPS, identity
 
-# min/max propagate NaN like np.minimum/np.maximum (a NaN carry stays, a NaN input is taken)
+# reference.combine: min/max keep the carry only where it is strictly better or NaN (the first NaN stays, a
+# NaN input is taken, ties such as -0.0 against 0.0 go to the later value); on bool they are and/or
 _COMBINE = {"sum": "{a} + {b}", "prod": "{a} * {b}",
-            "min": "{b} if ({b} < {a} or {b} != {b}) else {a}",
-            "max": "{b} if ({b} > {a} or {b} != {b}) else {a}"}
+            "min": "{a} if ({a} < {b} or {a} != {a}) else {b}",
+            "max": "{a} if ({a} > {b} or {a} != {a}) else {b}"}
 
 
 def _literal(value) -> str:
@@ -28,16 +29,18 @@ def _literal(value) -> str:
 
 
 def kernel(node: CumulativeScan, state: dace.SDFGState) -> ColumnKernel:
-    """The per-column program: ``s = x[first]``, then ``s = s (op) x[k]`` (inclusive)."""
+    """The per-column program: ``s = x[first]``, then ``s = s (op) x[k]`` (inclusive); exclusive scans
+    (and ``start_from_identity``) start from ``s = identity (op) x[first]`` as the reference does."""
     node.validate(state.sdfg, state)
     dtype = node.operand(state, "_in").dtype
     op = _COMBINE[node.op].format(a="s", b="_in")
     ident = _literal(identity(node.op, dtype.as_numpy_dtype()))
-    # start_from_identity: the first level combines with the identity (0.0 + x[0] is +0.0 for x[0] = -0.0)
-    start = _COMBINE[node.op].format(a=ident, b="_in") if node.start_from_identity else "_in"
+    # the first level combined with the identity: 0.0 + x[0] is +0.0 for x[0] = -0.0
+    from_identity = _COMBINE[node.op].format(a=ident, b="_in")
     if node.exclusive:
         return ColumnKernel(seq_in=["_in"], seq_out=["_out"], carries={"s": dtype}, reverse=node.reverse,
-                            first=f"_out = {ident}\ns_ = {start}", step=f"_out = s\ns_ = {op}")
+                            first=f"_out = {ident}\ns_ = {from_identity}", step=f"_out = s\ns_ = {op}")
+    start = from_identity if node.start_from_identity else "_in"
     return ColumnKernel(seq_in=["_in"], seq_out=["_out"], carries={"s": dtype}, reverse=node.reverse,
                         first=f"s_ = {start}\n_out = {'s_' if node.start_from_identity else '_in'}", step=f"s_ = {op}\n_out = s_")
 
@@ -74,8 +77,11 @@ class CumulativeScan(ColumnNode):
         for k in range(1, n):
             s = s (op) x[k]; y[k] = s
 
-    ``exclusive`` emits the carry *before* each level (the identity of ``op`` first);
-    ``reverse`` runs from the last level down, outputs stay index-aligned.
+    ``exclusive`` emits the carry *before* each level (the identity of ``op`` first, then
+    ``s = identity (op) x[0]``: ``+0.0`` for ``x[0] = -0.0``); ``reverse`` runs from the last level
+    down, outputs stay index-aligned. ``min``/``max`` follow ``reference.combine``: the first NaN
+    stays, ties (``-0.0`` against ``0.0``) go to the later level; on bool they are logical and/or;
+    complex operands are refused by ``validate()``.
     ``start_from_identity`` starts from ``s = identity (op) x[first]`` (what a scan from an init
     equal to the identity computes; differs from ``s = x[first]`` only for ``-0.0`` and NaN payloads).
 
@@ -128,7 +134,10 @@ class CumulativeScan(ColumnNode):
         src, dst = self.check_common(state, ["_in", "_out"])
         if src.dtype != dst.dtype:
             raise self.error(f"connector '_out' has dtype {dst.dtype}, expected the dtype of '_in' ({src.dtype})")
-
+        if self.op in ("min", "max") and src.dtype.as_numpy_dtype().kind == "c":
+            raise self.error(f"connector '_in' has dtype {src.dtype.to_string()}, but op '{self.op}' needs "
+                             f"ordered values: complex numbers have no order here (NumPy orders them "
+                             f"lexicographically); scan the real part, or use op 'sum' or 'prod'")
 
 
 __all__ = ["CumulativeScan", "ExpandCumulativeScanAuto", "ExpandCumulativeScanBlocked",

@@ -124,7 +124,9 @@ class LinearRecurrence(ColumnNode):
             want = a.shape[:axis] + a.shape[axis + 1:]
             if len(init.shape) != len(want) or any(
                     dace.symbolic.inequal_symbols(x, y) for x, y in zip(init.shape, want, strict=True)):
-                raise self.error(f"connector 'init' has shape {init.shape}, expected the K-less shape {want}")
+                raise self.error(f"connector 'init' has shape {init.shape}, expected the K-less shape {want} "
+                                 f"(one value per column); broadcast a scalar to it first (sdfg_scan.linear_recurrence "
+                                 f"does)")
             if init.dtype != a.dtype:
                 raise self.error(f"connector 'init' has dtype {init.dtype}, expected {a.dtype}")
 

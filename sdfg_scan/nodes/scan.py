@@ -276,6 +276,11 @@ class Scan(ColumnNode):
                 return n - (symbolic.pystr_to_symbolic(str(shape0)) - dace.symbol(LEVELS))
         raise self.error("no per-level connector; a columns='map' scan needs at least one array with the axis")
 
+    def _extra_slots(self, connector: str):
+        """Slots of a per-level connector beyond the level count (1 for ``include_initial`` carries)."""
+        return symbolic.simplify(symbolic.pystr_to_symbolic(str(self.body.arrays[connector].shape[0]))
+                                 - dace.symbol(LEVELS))
+
     # -- validation -------------------------------------------------------------------------------
     def validate(self, sdfg, state):
         if self.body is None:
@@ -340,15 +345,19 @@ class Scan(ColumnNode):
         ndim = len(ref.shape)
         axis = self.resolved_axis(ndim)
         colshape = [s for d, s in enumerate(ref.shape) if d != axis]
+        levels = self.levels(state)
         for c in per_level:
             op = self.operand(state, c)
             if len(op.shape) != ndim:
                 raise self.error(f"connector '{c}' has rank {len(op.shape)}, expected rank {ndim} "
                                  f"(the rank of '{per_level[0]}')")
-            cs = [s for d, s in enumerate(op.shape) if d != axis]
-            if any(symbolic.inequal_symbols(a, b) for a, b in zip(cs, colshape, strict=True)):
-                raise self.error(f"connector '{c}' has shape {op.shape}, expected columns {tuple(colshape)} "
-                                 f"around axis {axis} (like '{per_level[0]}')")
+            want = list(ref.shape)
+            want[axis] = symbolic.simplify(levels + self._extra_slots(c))
+            if any(symbolic.inequal_symbols(a, b) for a, b in zip(op.shape, want, strict=True)):
+                extra = self._extra_slots(c) - self._extra_slots(per_level[0])
+                like = f"the shape of '{per_level[0]}' {ref.shape}" if extra == 0 else \
+                    f"{tuple(want)} (the shape of '{per_level[0]}' {ref.shape}, {extra} more along axis {axis})"
+                raise self.error(f"connector '{c}' has shape {op.shape}, expected {like}")
         for c in conns:
             if c in per_level:
                 continue
@@ -356,8 +365,11 @@ class Scan(ColumnNode):
             shp = [s for s in op.shape if s != 1] if len(op.shape) != len(colshape) else list(op.shape)
             if shp and (len(shp) != len(colshape) or any(
                     symbolic.inequal_symbols(a, b) for a, b in zip(shp, colshape, strict=True))):
+                hint = "" if any(s != 1 for s in op.shape) else (
+                    f"; a one-element operand counts as a scalar only beside operands of another column rank: "
+                    f"broadcast it to {tuple(colshape)} (sdfg_scan.scan does)")
                 raise self.error(f"connector '{c}' is K-less with shape {op.shape}, expected the column shape "
-                                 f"{tuple(colshape)} (the operand shape without axis {axis}) or a scalar")
+                                 f"{tuple(colshape)} (the operand shape without axis {axis}) or a scalar{hint}")
 
 
 __all__ = ["COLUMNS", "LEVELS", "ExpandScanAuto", "ExpandScanLevelsOutside", "ExpandScanSequential", "Scan",
