@@ -37,7 +37,7 @@ def test_export_refuses_what_is_not_a_program(tmp_path, capsys):
     with pytest.raises(TypeError, match="expected a gt4py.next @program"):
         main(["export", "sdfg_scan.export:export", "--out", str(tmp_path)])
     assert main(["export", "no_such_module_xyz:prog", "--out", str(tmp_path)]) == 2
-    assert "cannot import" in capsys.readouterr().out
+    assert "cannot import" in capsys.readouterr().err   # errors on stderr
 
 
 def test_export_binds_static_arguments_and_keeps_other_variants(tmp_path, monkeypatch, capsys):
@@ -49,6 +49,7 @@ def test_export_binds_static_arguments_and_keeps_other_variants(tmp_path, monkey
               "--static", "vertical_start=0", "--static", "vertical_end=7"]
     assert main(["export", prog, *static, "--variants", "lowered", "--out", str(tmp_path)]) == 0
     assert main(["export", prog, *static, "--variants", "opt", "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
     meta = json.loads((tmp_path / "damped.meta.json").read_text())
     assert meta["static_args"] == {"alpha": 0.25, "horizontal_start": 0, "horizontal_end": 9, "vertical_start": 0,
                                    "vertical_end": 7}
@@ -62,13 +63,13 @@ def test_export_binds_static_arguments_and_keeps_other_variants(tmp_path, monkey
         assert not any("alpha" in c for c in code)
     # refusals name the parameter and the problem, and write nothing
     assert main(["export", prog, "--static", "beta=1.0", "--variants", "lowered", "--out", str(tmp_path / "x")]) == 2
-    assert "has no parameter 'beta'" in capsys.readouterr().out
+    assert "has no parameter 'beta'" in capsys.readouterr().err
     assert main(["export", prog, "--static", "alpha", "--out", str(tmp_path / "x")]) == 2
-    assert "expects NAME=VALUE" in capsys.readouterr().out
+    assert "expects NAME=VALUE" in capsys.readouterr().err
     assert main(["export", prog, "--static", "alpha=abc", "--out", str(tmp_path / "x")]) == 2
-    assert "not a Python literal" in capsys.readouterr().out
+    assert "not a Python literal" in capsys.readouterr().err
     assert main(["export", prog, "--variants", "opt_hooks", "--out", str(tmp_path / "x")]) == 2
-    assert "needs hooks=" in capsys.readouterr().out
+    assert "needs hooks=" in capsys.readouterr().err
     assert not (tmp_path / "x").exists() or not list((tmp_path / "x").iterdir())
 
 
