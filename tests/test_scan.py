@@ -115,6 +115,16 @@ def test_scan_matches_reference_bitwise(reverse, emit, dtype):
             want = expected(a, b, i0, reverse, emit)
             for order in ("C", "F"):  # K-contiguous, cell-contiguous
                 _same(run(csdfg, a, b, i0, emit, order), want)
+    # np.maximum on signed zeros and NaNs of two payloads (the body's running maximum)
+    nan2 = np.frombuffer(np.uint64(0x7FF8000000000123).tobytes(), np.float64)[0].astype(dtype)
+    special = np.array([-0.0, 0.0, -0.0, 0.0, np.nan, nan2, -1.0, 1.0], dtype)
+    a = rng.choice(special, (5, 13))
+    a[0] = rng.choice(special[:4], 13)
+    b, i0 = rng.choice(special, (5, 13)), rng.choice(special, 5)
+    got, want = run(csdfg, a, b, i0, emit, "F"), expected(a, b, i0, reverse, emit)
+    _same(got, want)
+    for i in (1, 4):   # the running maximum and its final value: bit for bit (NumPy's tie and NaN rule)
+        assert np.array_equal(got[i].view(f"u{got[i].itemsize}"), want[i].view(f"u{want[i].itemsize}")), i
 
 
 LEVELS_OUTSIDE = [(False, "inclusive", np.float64), (True, "exclusive", np.float64),

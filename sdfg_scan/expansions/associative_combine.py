@@ -11,7 +11,7 @@ expressions that read it::
         s, t = b
         return s * A, s * B + t
 
-    lambda a, b: np.maximum(a, b)         #   ["b0 if b0 > a0 or b0 != b0 else a0"]
+    lambda a, b: np.maximum(a, b)         #   ["a0 if a0 > b0 or a0 != a0 else b0"]
 
 The expressions are what :class:`~sdfg_scan.expansions.scan_body.BodyExpressions` (the translator of
 ``sdfg_scan.scan`` bodies) makes of them: ``np.where`` becomes a conditional expression,

@@ -123,10 +123,11 @@ class BodyExpressions(ast.NodeTransformer):
         if name == "where" and len(node.args) == 3:
             return ast.IfExp(node.args[0], node.args[1], node.args[2])
         if name in ("minimum", "maximum") and len(node.args) == 2:
-            # NaN propagates like np.minimum / np.maximum (C's fmin/fmax and std::min/max do not)
+            # NumPy's bits on x86-64 (reference_levels.combine's rule): NaN propagates and the first NaN
+            # stays, a tie (-0.0 against 0.0) takes the second operand (C's fmin/fmax and std::min/max differ)
             a, b = (f"({ast.unparse(x)})" for x in node.args)
             cmp = "<" if name == "minimum" else ">"
-            return ast.parse(f"({b} if ({b} {cmp} {a} or {b} != {b}) else {a})", mode="eval").body
+            return ast.parse(f"({a} if ({a} {cmp} {b} or {a} != {a}) else {b})", mode="eval").body
         if name in _FUNCS:
             return ast.Call(ast.parse(_FUNCS[name], mode="eval").body, node.args, [])
         raise self._err(f"call '{ast.unparse(node)}' is not supported in {self.what}; use arithmetic, np.where, "
