@@ -78,7 +78,8 @@ def argument_pairs(sdfg: dace.SDFG, inplace: dict[str, str]) -> dict[str, str]:
     named by the member's position (``q_out`` of six fields is ``q_out_0`` ... ``q_out_5``; nested tuples
     add further ``_<i>``), so a tuple pair pairs its members position by position. A pair whose names are
     not both arguments of ``sdfg`` is skipped: the hooks see every program the backend translates."""
-    args = {n for n, d in sdfg.arrays.items() if not d.transient}
+    # the arguments optimize(inplace=...) accepts (pipeline.inplace_errors): non-transient arrays
+    args = {n for n, d in sdfg.arrays.items() if not d.transient and isinstance(d, dace.data.Array)}
     pairs: dict[str, str] = {}
     for out, inp in inplace.items():
         if out in args and inp in args:
