@@ -196,7 +196,9 @@ def scan(f, init, xs, axis: int = -1, reverse: bool = False, emit: str = "inclus
     Unlike ``jax.lax.scan``: the body sees all columns at once (NumPy) or one column (inside a
     program), inputs are readable at constant level offsets, carry outputs per level are returned
     (``emit``), and a carry's dtype is the init array's dtype, or for a number the dtype of the first
-    input (float64 without inputs; bool for True/False); ys take the dtype of carry slot 0 (or of the first input).
+    input where that is a floating type (else float64; bool for True/False); ys take the dtype of carry slot 0
+    (or of the first input). Called from Python, a body whose control flow needs one value per column (``a if
+    x[0] > 0 else b``, builtin ``min``, ``lo < x[0] < hi``) runs one column at a time.
     """
     xs_t = tuple(xs) if isinstance(xs, (tuple, list)) else (xs,)
     init_t = tuple(init) if isinstance(init, (tuple, list)) else (init,)

@@ -18,6 +18,7 @@ they share with the others are in :mod:`sdfg_scan.reference_levels`. The column-
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -205,6 +206,45 @@ def scan(f: Callable[[tuple, LevelInputs, int], tuple[tuple, tuple]], init: Sequ
         colshape = np.broadcast_shapes(*(np.shape(i) for i in init))
     if dtypes is None:
         dtypes = [np.asarray(i).dtype for i in init]
+    if colshape:
+        try:
+            return _scan_levels(f, init, arrays, ax, n, colshape, reverse, emit, fill, dtypes)
+        except ValueError as e:   # a body written for one column (``a if x[0] > 0 else b``, ``min``, chains)
+            if "truth value of an" not in str(e):
+                raise
+            return _scan_per_column(f, init, arrays, ax, n, colshape, reverse, emit, fill, dtypes)
+    return _scan_levels(f, init, arrays, ax, n, colshape, reverse, emit, fill, dtypes)
+
+
+def _scan_per_column(f: Callable, init: Sequence[Any], arrays: Mapping[Any, np.ndarray], ax: int, n: int,
+                     colshape: tuple, reverse: bool, emit: str, fill: Any, dtypes: Sequence[Any]):
+    """:func:`scan` one column at a time, for bodies whose Python control flow needs one value per
+    column (a conditional expression, builtin ``min``/``max``, a chained comparison): the same loop, the
+    body given 0-d values. The results are assembled in the shapes the all-columns loop gives."""
+    def column(col):
+        if col is None:   # no column: one of zeros tells the results' dtypes
+            xs1 = {name: np.zeros(n, dtype=arr.dtype) for name, arr in arrays.items()}
+            init1 = [np.zeros((), dtype=dt) for dt in dtypes]
+        else:
+            xs1 = {name: arr[col[:ax] + (slice(None),) + col[ax:]] for name, arr in arrays.items()}
+            init1 = [np.broadcast_to(np.asarray(i, dtype=dt), colshape)[col] for i, dt in zip(init, dtypes, strict=True)]
+        with np.errstate(all="ignore") if col is None else contextlib.nullcontext():
+            return _scan_levels(f, init1, xs1, 0, n, (), reverse, emit, fill, dtypes)
+
+    cols = list(np.ndindex(*colshape))
+    first = column(cols[0] if cols else None)
+    results = tuple([np.empty(colshape[:ax] + a.shape + colshape[ax:], dtype=a.dtype) for a in part]
+                    for part in first[:2]) + ([np.empty(colshape, dtype=a.dtype) for a in first[2]],)
+    for i, col in enumerate(cols):
+        for part_all, part_one in zip(results, first if i == 0 else column(col), strict=True):
+            for dst, src in zip(part_all, part_one, strict=True):
+                dst[col[:ax] + (slice(None),) * src.ndim + col[ax:]] = src
+    return tuple(results[0]), tuple(results[1]), tuple(results[2])
+
+
+def _scan_levels(f: Callable, init: Sequence[Any], arrays: Mapping[Any, np.ndarray], ax: int, n: int,
+                 colshape: tuple, reverse: bool, emit: str, fill: Any, dtypes: Sequence[Any]):
+    """:func:`scan`'s loop over the levels, every column at once."""
     carry = tuple(np.broadcast_to(np.asarray(i, dtype=dt), colshape).copy() for i, dt in zip(init, dtypes, strict=True))
     nout = n + 1 if emit == "include_initial" else n
     outshape = colshape[:ax] + (nout,) + colshape[ax:]

@@ -298,6 +298,18 @@ def test_validation_names_node_and_connector():
         node.validate(sdfg, state)
 
 
+def test_invalid_body_edge_in_the_loop_is_named():
+    """A body edge inside the level loop that DaCe refuses: the node's error carries DaCe's message (DaCe's own
+    ``str()`` of the error looks the state up among the body's top-level blocks and raised IndexError)."""
+    sdfg = _program(False, "inclusive", np.float64, "scan_bad_body", strided=False)
+    node, state = next((n, st) for n, st in sdfg.all_nodes_recursive() if isinstance(n, Scan))
+    xs = node.body.arrays["xs1"]
+    xs.shape, xs.strides, xs.total_size = (xs.shape[0], 2), (xs.strides[0], 1), xs.total_size * 2
+    with pytest.raises(ValueError, match=r"sdfg_scan.Scan 'scan': the body does not validate: InvalidSDFGEdgeError: "
+                                         r"Memlet subset does not match node dimension \(expected 2, got 1\)$"):
+        node.validate(sdfg, state)
+
+
 def test_rank_mismatch_is_refused():
     @dace.program
     def prog(a: dace.float64[N, K], b: dace.float64[K], o: dace.float64[N, K]):
@@ -376,6 +388,98 @@ def test_scalar_init_is_given_to_every_column(scalar_inits_compiled, n, k, m):
                                             final=True)
     for name, value in want.items():
         assert np.array_equal(outs[name], value), name
+
+
+DECAY = 0.3   # a number of the module: inlined into the body as a Python float (weak, as in NumPy)
+
+
+def literal_body(c, x, k):
+    """Python numbers beside float32 values: in products, sums of numbers only, comparisons, np.where."""
+    s, = c
+    t = s * 0.9 + x[0] * (0.1 + 0.2) - DECAY
+    h = 0.7
+    return (np.where(x[0, -1] > 0.1, t + h, t * 1.1),), (np.maximum(t, 0.25) + k / 3,)
+
+
+def int_division_body(c, x, k):
+    """``/`` of integers (an int input, the level index) is true division, as in NumPy."""
+    return (c[0] + x[0] / 4 + k / 2,), ()
+
+
+def chained_body(c, x, k):
+    """A tuple assignment and a chained comparison (C++ read ``a < b <= c`` as ``(a < b) <= c``)."""
+    s, = c
+    lo, hi = 0.05, s * 0.0 + 0.15
+    return (s + np.where(lo < x[0] <= hi, x[0], 0.0),), ()
+
+
+def test_body_types_follow_numpy():
+    """NumPy (NEP 50) computes ``x32 * 0.1`` in float32 with 0.1 rounded to float32; the C++ tasklet
+    promoted the expression to double (``auto t = s * 0.9 + ...`` was a double). ``k / 2`` and ``x / 4`` on
+    int64 were C++'s integer divisions; ``lo < x <= hi`` compared a bool with ``hi``; ``a, b = p, q``
+    failed inside DaCe's tasklet parser."""
+    @dace.program
+    def prog(a: dace.float32[N, K], c0: dace.float32[N, K], y: dace.float32[N, K], b: dace.int64[N, K],
+             c1: dace.float64[N, K], c2: dace.float32[N, K]):
+        c0[:], y[:] = sdfg_scan.scan(literal_body, (0.5,), (a,), axis=1)
+        c1[:] = sdfg_scan.scan(int_division_body, (0.0,), (b,), axis=1)
+        c2[:] = sdfg_scan.scan(chained_body, (0.5,), (a,), axis=1)
+
+    csdfg = prog.to_sdfg().compile()
+    rng = np.random.default_rng(7)
+    a = rng.uniform(0.0, 0.2, (9, 40)).astype(np.float32)
+    a[0, :4] = np.float32(0.1)   # x == 0.1 in float32: not above 0.1 in NumPy, above it in double
+    b = rng.integers(-9, 9, (9, 40))
+    c0, y, c1, c2 = np.zeros_like(a), np.zeros_like(a), np.zeros((9, 40)), np.zeros_like(a)
+    csdfg(a=a, c0=c0, y=y, b=b, c1=c1, c2=c2, N=9, K=40)
+    w0, wy = sdfg_scan.scan(literal_body, (0.5,), (a,), axis=1)
+    assert w0.dtype == np.float32 and np.array_equal(c0, w0) and np.array_equal(y, wy)
+    assert np.array_equal(c1, sdfg_scan.scan(int_division_body, (0.0,), (b,), axis=1))
+    # a chained comparison is Python's ``and``: the reference runs such a body one column at a time
+    assert np.array_equal(c2, sdfg_scan.scan(chained_body, (0.5,), (a,), axis=1))
+
+
+def one_column_body(c, x, k):
+    """Python control flow that needs one value per column: a conditional expression and builtin min."""
+    s, = c
+    t = s + x[0] if x[0] > 0.3 else s * 0.5
+    return (min(t, 2.0),), (t - k,)
+
+
+@pytest.mark.parametrize("axis, shape", [(1, (4, 6)), (0, (6, 3, 2)), (1, (0, 6)), (1, (3, 0))])
+def test_reference_runs_one_column_bodies_column_by_column(axis, shape):
+    """A body the README allows whose Python control flow needs one value per column (``a if x > 0 else b``,
+    ``min``, chained comparisons): NumPy refuses the truth value of a column vector, so the Python call runs
+    the columns one at a time, with the results of the all-columns loop's shapes and dtypes."""
+    x = np.random.default_rng(3).random(shape)
+    got = sdfg_scan.scan(one_column_body, 0.25, x, axis=axis, emit="include_initial", final=True)
+    assert [g.shape for g in got] == [shape[:axis] + (shape[axis] + 1,) + shape[axis + 1:], shape,
+                                      shape[:axis] + shape[axis + 1:]]
+    assert all(g.dtype == np.float64 for g in got)
+    carries, ys, final = np.moveaxis(got[0], axis, -1), np.moveaxis(got[1], axis, -1), got[2]
+    xm = np.moveaxis(x, axis, -1)
+    for col in np.ndindex(*xm.shape[:-1]):   # the README's loop, one column
+        s = 0.25
+        assert carries[col][0] == s
+        for k, v in enumerate(xm[col]):
+            t = s + v if v > 0.3 else s * 0.5
+            s = min(t, 2.0)
+            assert carries[col][k + 1] == s and ys[col][k] == t - k
+        assert final[col] == s
+
+
+def test_floor_division_and_remainder_are_refused():
+    """C++'s ``%`` and ``/`` on integers truncate toward zero and ``%`` takes no floats: refused while parsing."""
+    def rem(c, x, k):
+        return (c[0] + x[0] % 2.0,), ()
+
+    @dace.program
+    def prog(a: dace.float64[N, K], c0: dace.float64[N, K]):
+        c0[:] = sdfg_scan.scan(rem, (0.0,), (a,), axis=1)
+
+    with pytest.raises(ValueError, match=r"sdfg_scan.scan: 'x\[0\] % 2.0' is not supported in a scan body: "
+                                         r"NumPy's '%' rounds toward minus infinity"):
+        prog.to_sdfg()
 
 
 @pytest.mark.parametrize("emit", reference.EMIT_MODES)

@@ -13,7 +13,7 @@ import pytest
 
 from sdfg_scan.nodes.scan import Scan
 from sdfg_scan.scan_sites import find_scans
-from sdfg_scan.transformations import LiftScans, ScanFission
+from sdfg_scan.transformations import LiftCellMap, LiftScans, ScanFission, ScanFusion
 from sdfg_scan.transformations.scan_fission import groups
 
 N, K = dace.symbol("N"), dace.symbol("K")
@@ -81,6 +81,29 @@ def test_split_delay_line_group_bitwise_symbolic_k(backward):
     assert sorted(sorted(p.out_connectors) for p in parts) == [["aux", "last2"], ["last", "out"]]
     a, b = sdfg.compile(), split.compile()
     for nlev in (0, 1, 2, 9):
+        want, got = _run(a, nlev), _run(b, nlev)
+        for k in want:
+            assert np.array_equal(want[k], got[k]), (k, nlev)
+
+
+def test_split_scan_that_owns_its_cell_map_bitwise():
+    """``columns="cells"`` (after ``LiftCellMap``): each part owns the same map over cells with its own
+    connectors' per-cell subsets (the parts had none and did not validate). ``ScanFusion`` leaves such
+    parts alone (it fused them into a node without a map over cells, which did not validate either)."""
+    sdfg = program("fission_cells", extra="delay_line")
+    split = copy.deepcopy(sdfg)
+    split.name = "fission_cells_split"
+    assert split.apply_transformations_repeated(LiftCellMap) == 1
+    assert split.apply_transformations_repeated(ScanFission) == 1
+    split.validate()
+    parts = _scans(split)
+    assert [(p.columns, p.cell_params, p.cell_ranges) for p in parts] == [("cells", ["i"], ["0:N"])] * 2
+    assert all(set(p.cell_subsets) == set(p.in_connectors) | set(p.out_connectors) for p in parts)
+    before = json.dumps(split.to_json(), sort_keys=True)
+    assert split.apply_transformations_repeated(ScanFusion) == 0
+    assert json.dumps(split.to_json(), sort_keys=True) == before
+    a, b = sdfg.compile(), split.compile()
+    for nlev in (0, 1, 9):
         want, got = _run(a, nlev), _run(b, nlev)
         for k in want:
             assert np.array_equal(want[k], got[k]), (k, nlev)

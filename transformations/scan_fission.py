@@ -20,8 +20,9 @@ from sdfg_scan.scan_structure import NotAScan, ScanStructure, analyze_scan
 class ScanFission(xf.SingleStateTransformation):
     """Split a ``Scan`` node into one ``Scan`` per independent group of carries and outputs.
 
-    Supported form: :class:`sdfg_scan.Scan` nodes (``columns="single"`` lifted gt4py scans and
-    ``columns="map"`` frontend scans).
+    Supported form: :class:`sdfg_scan.Scan` nodes (``columns="single"`` lifted gt4py scans,
+    ``columns="cells"`` ones that own their map over cells, each part then owning the same map with its
+    connectors' per-cell subsets, and ``columns="map"`` frontend scans).
 
     Dependence analysis (:func:`groups`): containers of the body are joined when one statement
     touches both (a tasklet, a nested SDFG -- as one unit, every connector -- or a copy), when a
@@ -73,6 +74,9 @@ class ScanFission(xf.SingleStateTransformation):
                      columns=node.columns, axis=node.axis, emit=node.emit)
             n.implementation, n.schedule = node.implementation, node.schedule
             n.reproducibility, n.debuginfo = node.reproducibility, node.debuginfo
+            if node.columns == "cells":   # every part runs over the node's map over cells
+                n.cell_params, n.cell_ranges = list(node.cell_params), list(node.cell_ranges)
+                n.cell_subsets = {c: v for c, v in node.cell_subsets.items() if c in ins or c in outs}
             graph.add_node(n)
             for e in graph.in_edges(node):
                 if e.dst_conn is None or e.dst_conn in ins:
@@ -291,8 +295,8 @@ def _pruned_body(node: Scan, keep: set[str]) -> dace.SDFG:
 
 
 def _replace_by_empty_state(region: ControlFlowRegion, blk) -> None:
+    was_start = region.start_block is blk   # asked first: with the new, unconnected state there are two sources
     st = region.add_state(f"{blk.label}_elsewhere")
-    was_start = region.start_block is blk
     for e in region.in_edges(blk):
         region.add_edge(e.src, st, e.data)
     for e in region.out_edges(blk):

@@ -25,7 +25,8 @@ class ScanFusion(xf.SingleStateTransformation):
     Supported form: two :class:`sdfg_scan.Scan` nodes (gt4py scans after ``LiftScans``, with
     ``columns="single"`` inside the same map over cells; or frontend scans, ``columns="map"``, in the
     same scope). gt4py's un-lifted scan nested SDFGs are not matched: lift them first (the
-    ``optimize`` pipeline does).
+    ``optimize`` pipeline does). Scans that own their map over cells (``columns="cells"``, after
+    ``LiftCellMap``) are not matched either: ``optimize`` fuses before it gives the scans their maps.
 
     Matched pattern: any two ``Scan`` nodes ``first`` and ``second`` of one state, either independent
     or producer -> consumer through access nodes (``first -> o -> second``, ``second`` reading the
@@ -43,8 +44,8 @@ class ScanFusion(xf.SingleStateTransformation):
 
     Legality checks (``can_be_applied``):
 
-    - ``_same_kind``: same ``columns``, ``axis``, ``emit``, scope; both bodies are strict column scans
-      (no peeled prologue) with one sink block in the loop;
+    - ``_same_kind``: same ``columns`` (``"single"`` or ``"map"``), ``axis``, ``emit``, scope; both bodies
+      are strict column scans (no peeled prologue) with one sink block in the loop;
     - ``_same_levels``: same direction and the same level range ``[start, stop)`` once the bodies'
       symbols are mapped to the enclosing SDFG (``columns="map"``: the same level count);
     - ``_links``: every access node between the two is written only by ``first`` and read by
@@ -107,8 +108,8 @@ def _plan(state: dace.SDFGState, a: Scan, b: Scan) -> _Plan | None:
 def _same_kind(state, a: Scan, b: Scan) -> bool:
     if a.body is None or b.body is None:
         return False
-    if (a.columns, a.axis, a.emit) != (b.columns, b.axis, b.emit):
-        return False
+    if (a.columns, a.axis, a.emit) != (b.columns, b.axis, b.emit) or a.columns not in ("single", "map"):
+        return False   # columns="cells": the fused node would need one map over cells for both
     sd = state.scope_dict()
     if sd[a] is not sd[b]:
         return False

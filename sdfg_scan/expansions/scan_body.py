@@ -8,8 +8,10 @@ The body function has the signature of :func:`sdfg_scan.reference.scan`'s ``f``:
 
 Allowed: assignments to local names, tuple unpacking of ``c``, arithmetic and comparisons,
 conditional expressions, ``np.where(c, a, b)``, ``np.minimum/maximum``, ``np.exp/log/sqrt/abs``
-(or ``math.*``), one final ``return``. The body becomes one tasklet per level; out-of-column offset
-reads return ``fill`` (the rule of :class:`sdfg_scan.reference.LevelInputs`).
+(or ``math.*``), one final ``return``; ``%`` and ``//`` are refused (C++'s truncate toward zero). The body
+becomes one tasklet per level, typed as NumPy types it (:mod:`sdfg_scan.expansions.scan_body_types`: Python numbers beside float32
+values are float32, ``/`` of integers is true division); out-of-column offset reads return ``fill`` (the
+rule of :class:`sdfg_scan.reference.LevelInputs`).
 
 Column SDFG built (the structure :mod:`sdfg_scan.scan_structure` recognises)::
 
@@ -32,6 +34,7 @@ import dace
 import numpy as np
 from dace.sdfg.state import LoopRegion
 
+from sdfg_scan.expansions.scan_body_types import numpy_types
 from sdfg_scan.reference import EMIT_MODES
 
 LEVELS = "_nk"
@@ -48,6 +51,7 @@ _FUNCS = {"exp": "math.exp", "log": "math.log", "sqrt": "math.sqrt", "abs": "abs
           "min": "min", "max": "max", "pow": "math.pow", "power": "math.pow", "floor": "math.floor",
           "ceil": "math.ceil"}
 K = "_k"
+_OPS = {ast.Mod: "%", ast.FloorDiv: "//"}
 
 
 @dataclass
@@ -151,6 +155,42 @@ def _as_tuple(node) -> list:
     return [node]
 
 
+class _SplitComparisons(ast.NodeTransformer):
+    """``a < b < c`` as ``(a < b) and (b < c)``: C++ reads the chain as ``(a < b) < c``."""
+
+    def visit_Compare(self, node):
+        self.generic_visit(node)
+        if len(node.ops) == 1:
+            return node
+        operands = [node.left, *node.comparators]
+        return ast.BoolOp(ast.And(), [ast.Compare(operands[i], [op], [operands[i + 1]])
+                                      for i, op in enumerate(node.ops)])
+
+
+def _single_assignments(stmt: ast.stmt, uid: int) -> list[ast.stmt]:
+    """``stmt`` as assignments of one local name each (what a tasklet holds): ``a, b = p, q`` becomes
+    ``t0 = p; t1 = q; a = t0; b = t1`` (both values are computed first, as in Python)."""
+    if isinstance(stmt, ast.Assign):
+        names = [t.id for t in _as_tuple(stmt.targets[0]) if isinstance(t, ast.Name)]
+        if len(stmt.targets) == 1 and isinstance(stmt.targets[0], (ast.Tuple, ast.List)) \
+                and isinstance(stmt.value, (ast.Tuple, ast.List)) \
+                and len(names) == len(stmt.targets[0].elts) == len(stmt.value.elts):
+            temps = [f"_sc_t{uid}_{i}" for i in range(len(names))]
+            out: list[ast.stmt] = [ast.Assign([ast.Name(t, ast.Store())], v, lineno=0)
+                                   for t, v in zip(temps, stmt.value.elts, strict=True)]
+            return out + [ast.Assign([ast.Name(n, ast.Store())], ast.Name(t, ast.Load()), lineno=0)
+                          for n, t in zip(names, temps, strict=True)]
+        targets = stmt.targets
+    elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
+        targets = [stmt.target]
+    else:
+        targets = []
+    if len(targets) != 1 or not isinstance(targets[0], ast.Name):
+        raise _err(f"statement '{ast.unparse(stmt)}' is not supported; assign one local name per statement "
+                   "('a = ...'), or a tuple of names from a tuple of values ('a, b = p, q')")
+    return [stmt]
+
+
 def translate(f, ncarry: int, ninputs: int, fill, dtypes: list | None = None) -> BodyCode:
     """Translate the body function ``f(c, x, k)`` into tasklet code (see the module docstring).
 
@@ -168,6 +208,12 @@ def translate(f, ncarry: int, ninputs: int, fill, dtypes: list | None = None) ->
     if len(params) != 3:
         raise _err(f"the body takes (carry, x, k), got parameters {params}")
     cname, xname, kname = params
+    for node in ast.walk(fdef):
+        op = node.op if isinstance(node, (ast.BinOp, ast.AugAssign)) else None
+        if isinstance(op, (ast.Mod, ast.FloorDiv)):
+            raise _err(f"'{ast.unparse(node)}' is not supported in a scan body: NumPy's '{_OPS[type(op)]}' rounds "
+                       "toward minus infinity (a remainder takes the sign of the divisor) and takes floats, C++'s "
+                       "does neither; write it with + - * / and comparisons")
     tr = BodyExpressions(cname, xname, kname, ninputs, fill, dtypes, numeric_free_names(f))
     lines, ret = [], None
     for stmt in fdef.body:
@@ -185,16 +231,16 @@ def translate(f, ncarry: int, ninputs: int, fill, dtypes: list | None = None) ->
             continue
         if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             raise _err(f"statement '{ast.unparse(stmt)}' is not supported; use assignments and one return")
-        lines.append(ast.unparse(tr.visit(stmt)))
+        lines += [ast.unparse(_SplitComparisons().visit(tr.visit(one))) for one in _single_assignments(stmt, len(lines))]
     if ret is None or not isinstance(ret.value, ast.Tuple) or len(ret.value.elts) != 2:
         raise _err("the body must end with 'return new_carry, ys' (two tuples)")
     new, ys = (_as_tuple(e) for e in ret.value.elts)
     if len(new) != ncarry:
         raise _err(f"the body returns {len(new)} carry value(s), expected {ncarry} (one per init)")
     for i, e in enumerate(new):
-        lines.append(f"_sc_n{i} = {ast.unparse(tr.visit(e))}")
+        lines.append(f"_sc_n{i} = {ast.unparse(_SplitComparisons().visit(tr.visit(e)))}")
     for i, e in enumerate(ys):
-        lines.append(f"_sc_y{i} = {ast.unparse(tr.visit(e))}")
+        lines.append(f"_sc_y{i} = {ast.unparse(_SplitComparisons().visit(tr.visit(e)))}")
     return BodyCode("\n".join(lines), ncarry, len(ys), tr.at_level, tr.offsets)
 
 
@@ -258,7 +304,9 @@ def build_body(name: str, code: BodyCode, inputs: list[dace.typeclass], inits: l
     t_in.update({f"_sc_xf{i}": None for i in sorted(code.offsets)})
     t_out = {f"_sc_n{j}": None for j in range(code.ncarry)}
     t_out.update({f"_sc_y{i}": None for i in range(code.ny)})
-    tk = comp.add_tasklet("level", t_in, t_out, code.code)
+    types = {f"_sc_c{j}": carry_dtypes[j] for j in range(code.ncarry)}
+    types.update({f"_sc_x{i}": dt for i, dt in enumerate(inputs)} | {f"_sc_xf{i}": dt for i, dt in enumerate(inputs)})
+    tk = comp.add_tasklet("level", t_in, t_out, numpy_types(code.code, types, K))
     creads = [comp.add_read(f"_c{j}") for j in range(code.ncarry)]
     for j, r in enumerate(creads):
         comp.add_edge(r, None, tk, f"_sc_c{j}", dace.Memlet(f"_c{j}[0]"))

@@ -296,7 +296,7 @@ class Scan(ColumnNode):
         try:
             self.body.validate()
         except Exception as e:  # noqa: BLE001 - name the node in any body validation failure
-            raise self.error(f"the body does not validate: {type(e).__name__}: {e}") from None
+            raise self.error(f"the body does not validate: {type(e).__name__}: {_validation_message(e)}") from None
         for prop, derived in (("loop_variable", s.variable), ("direction", s.direction)):
             if getattr(self, prop) != derived:
                 raise self.error(f"property {prop} is '{getattr(self, prop)}' but the body says '{derived}'; "
@@ -370,6 +370,19 @@ class Scan(ColumnNode):
                     f"broadcast it to {tuple(colshape)} (sdfg_scan.scan does)")
                 raise self.error(f"connector '{c}' is K-less with shape {op.shape}, expected the column shape "
                                  f"{tuple(colshape)} (the operand shape without axis {axis}) or a scalar{hint}")
+
+
+def _validation_message(e: Exception) -> str:
+    """The message of a body validation error. DaCe's ``InvalidSDFGNodeError`` / ``InvalidSDFGEdgeError``
+    locate the state by its index in the SDFG's top-level blocks, but a body's states sit in its loop:
+    their ``str()`` then names another state or raises ``IndexError``; the message alone is right."""
+    message = getattr(e, "message", None)
+    if isinstance(message, str):
+        return message
+    try:
+        return str(e)
+    except Exception:  # noqa: BLE001 - a broken __str__ must not hide the validation failure
+        return repr(e.args)
 
 
 __all__ = ["COLUMNS", "LEVELS", "ExpandScanAuto", "ExpandScanLevelsOutside", "ExpandScanSequential", "Scan",
