@@ -54,7 +54,7 @@ from typing import Any
 import dace
 
 from sdfg_scan.expansions import REPRODUCIBILITY
-from sdfg_scan.gt4py_stages import EXACT_ENV, ExpandStage, LiftStage, chain_after
+from sdfg_scan.gt4py_stages import EXACT_ENV, ExpandStage, LiftStage, chain_after, without_stages
 
 __all__ = ["EXACT_ENV", "OptimizationHooks", "make_backend", "optimization_hooks"]
 
@@ -96,7 +96,8 @@ def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
         ``TopLevelDataFlowPost``, and the expansion target).
     :param reproducibility: weakest class an expansion may have (``exact``, ``replay``, ``approx``).
     :param existing: hooks already given (e.g. icon4py's graupel hooks); gt4py allows one callable per
-        key, so ours run after theirs under the same key; none is dropped.
+        key, so ours run after theirs under the same key; none is dropped (the stages of an earlier
+        ``optimization_hooks`` mapping given here are replaced by the new ones, not run twice).
     :param horizontal_unit_stride: whether the backend has ``unstructured_horizontal_has_unit_stride``
         (icon4py's backends do); None reads it from each SDFG (gt4py then made the fields' horizontal
         strides the number 1). On the CPU the last hook then gives gt4py's temporaries their final
@@ -120,6 +121,29 @@ def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
     if reproducibility not in REPRODUCIBILITY:
         raise ValueError(f"sdfg_scan.gt4py.optimization_hooks: reproducibility must be one of "
                          f"{REPRODUCIBILITY}, got '{reproducibility}'")
+    for name, value in (("gpu", gpu), ("vectorize_maps", vectorize_maps), ("assume_no_alias", assume_no_alias)):
+        if not isinstance(value, bool):
+            raise TypeError(f"sdfg_scan.gt4py.optimization_hooks: {name} must be True or False, got {value!r}")
+    if horizontal_unit_stride is not None and not isinstance(horizontal_unit_stride, bool):
+        raise TypeError(f"sdfg_scan.gt4py.optimization_hooks: horizontal_unit_stride must be True, False or None, "
+                        f"got {horizontal_unit_stride!r}")
+    if vectorize_maps and (gpu or reproducibility == "exact"):
+        raise ValueError("sdfg_scan.gt4py.optimization_hooks: vectorize_maps=True vectorises gt4py's pointwise maps on "
+                         "the CPU under reproducibility 'replay' or 'approx' only, got "
+                         f"{'gpu=True' if gpu else 'reproducibility=' + repr(reproducibility)}")
+    if inplace is not None and not isinstance(inplace, Mapping):
+        raise TypeError(f"sdfg_scan.gt4py.optimization_hooks: inplace must be a mapping of output parameter names "
+                        f"to input parameter names, e.g. {{'q_out': 'q_in'}}, got {type(inplace).__name__} "
+                        f"{inplace!r}")
+    hook = _hook_enum()
+    if existing is not None:
+        if not isinstance(existing, Mapping):
+            raise TypeError(f"sdfg_scan.gt4py.optimization_hooks: existing must be a mapping of GT4PyAutoOptHook "
+                            f"members to callables (gt4py's optimization_hooks), got {type(existing).__name__}")
+        bad = [f"{k!r}: {v!r}" for k, v in existing.items() if not isinstance(k, hook) or not callable(v)]
+        if bad:
+            raise TypeError(f"sdfg_scan.gt4py.optimization_hooks: existing must map GT4PyAutoOptHook members "
+                            f"({', '.join(h.name for h in hook)}) to callables, got {', '.join(bad)}")
     if inplace is not None:
         bad = [(k, v) for k, v in dict(inplace).items() if not isinstance(k, str) or not isinstance(v, str) or k == v]
         if bad:
@@ -128,7 +152,6 @@ def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
         if assume_no_alias and inplace:
             raise ValueError("sdfg_scan.gt4py.optimization_hooks: assume_no_alias=True says no two arguments share "
                              f"memory, inplace={dict(inplace)!r} says some do: give one of them")
-    hook = _hook_enum()
     hooks = OptimizationHooks(dict(existing or {}))
     target = "gpu" if gpu else "cpu"
     stages: dict[Any, Callable[[dace.SDFG], None]] = {hook.TopLevelDataFlowPre: LiftStage(
@@ -136,33 +159,59 @@ def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
                   inplace=None if inplace is None else dict(inplace)),
               (hook.AfterToGPU if gpu else hook.TopLevelDataFlowPost): ExpandStage(
                   target, reproducibility, hooks.reports, horizontal_unit_stride, vectorize_maps)}
-    for key, stage in stages.items():
-        if key in hooks and not isinstance(hooks[key], (LiftStage, ExpandStage)):
-            hooks[key] = chain_after(hooks[key], stage)
+    for key in list(hooks):   # hooks of an earlier optimization_hooks given as ``existing``: replaced, not run twice
+        theirs = without_stages(hooks[key])
+        if theirs is None:
+            del hooks[key]
         else:
-            hooks[key] = stage
+            hooks[key] = theirs
+    for key, stage in stages.items():
+        hooks[key] = stage if key not in hooks else chain_after(hooks[key], stage)
     return hooks
 
 
 def make_backend(gpu: bool = False, reproducibility: str = "exact", inplace: Mapping[str, str] | None = None,
-                 **kwargs: Any):
+                 vectorize_maps: bool = False, assume_no_alias: bool = False, **kwargs: Any):
     """gt4py's DaCe backend (``make_dace_toolchain``) with :func:`optimization_hooks` installed.
 
-    :param inplace: as :func:`optimization_hooks`' (parameter pairs every call passes as one buffer).
-    :param kwargs: ``DaCeConfig`` fields (``auto_optimize``, ``unstructured_horizontal_has_unit_stride``,
-        ...) and ``make_dace_translator`` keywords (``use_metrics``, ``async_sdfg_call``, ...);
-        ``auto_optimize_args`` are merged, their ``optimization_hooks`` chained before ours.
+    :param inplace, vectorize_maps, assume_no_alias: as :func:`optimization_hooks`'.
+    :param kwargs: ``DaCeConfig`` fields (``unstructured_horizontal_has_unit_stride``, ...; ``auto_optimize``
+        must stay True: the hooks run inside gt4py's auto-optimize) and ``make_dace_translator`` keywords (``use_metrics``, ``async_sdfg_call``, ...);
+        ``auto_optimize_args`` are merged, their ``optimization_hooks`` chained before ours. Any other
+        keyword is refused here, naming the ones accepted (gt4py would refuse it only when it builds).
     """
+    import dataclasses
+    import difflib
+    import inspect
+
     from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_backend
     from gt4py.next.program_processors.runners.dace.workflow import factory as gtx_factory
 
-    cfg_fields = set(gtx_factory.DaCeConfig.__dataclass_fields__)
+    cfg_fields = {f.name for f in dataclasses.fields(gtx_factory.DaCeConfig)} - {"gpu"}
+    tr_fields = {n for n, p in inspect.signature(gtx_factory.make_dace_translator).parameters.items()
+                 if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    own = {"gpu", "reproducibility", "inplace", "vectorize_maps", "assume_no_alias"}
+    for k in kwargs:
+        if k not in cfg_fields | tr_fields:
+            close = difflib.get_close_matches(k, sorted(cfg_fields | tr_fields | own), n=1)
+            raise TypeError(f"sdfg_scan.gt4py.make_backend: unknown keyword '{k}'"
+                            + (f" (did you mean '{close[0]}'?)" if close else "")
+                            + f"; besides {sorted(own)} it takes gt4py's DaCeConfig fields {sorted(cfg_fields)} "
+                            f"and make_dace_translator keywords {sorted(tr_fields)}")
+    if not kwargs.get("auto_optimize", True):
+        raise ValueError("sdfg_scan.gt4py.make_backend: auto_optimize=False skips gt4py's gt_auto_optimize, where the "
+                         "hooks run: nothing would be lifted and reproducibility='exact' would not pin the strict "
+                         "flags; use gt4py's own backend for an unoptimized build")
     cfg_kw = {k: v for k, v in kwargs.items() if k in cfg_fields}
     tr_kw = {k: v for k, v in kwargs.items() if k not in cfg_fields}
     ao_args = dict(tr_kw.pop("auto_optimize_args", None) or {})
     cfg = gtx_factory.DaCeConfig(gpu=gpu, **cfg_kw)
     ao_args["optimization_hooks"] = optimization_hooks(gpu, reproducibility, ao_args.get("optimization_hooks"),
-                                                       cfg.unstructured_horizontal_has_unit_stride, inplace=inplace)
+                                                       cfg.unstructured_horizontal_has_unit_stride,
+                                                       vectorize_maps=vectorize_maps,
+                                                       assume_no_alias=assume_no_alias, inplace=inplace)
+    postfix = (f"_sdfg_scan_{reproducibility}" + ("_inplace" if inplace else "") + ("_vmaps" if vectorize_maps else "")
+               + ("_noalias" if assume_no_alias else ""))
     return gtx_backend.make_dace_toolchain(
-        cfg, name_postfix=f"_sdfg_scan_{reproducibility}" + ("_inplace" if inplace else ""),
+        cfg, name_postfix=postfix,
         translation=functools.partial(gtx_factory.make_dace_translator, auto_optimize_args=ao_args, **tr_kw))

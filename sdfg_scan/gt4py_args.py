@@ -50,7 +50,7 @@ def gt4py_arguments(sdfg: dace.SDFG, ncells: int, nlev: int, seed: int = 0,
 
     :param values: ``values(rng, name, shape)`` -> the field's data (default: uniform in [0.1, 1)).
     :param scalars: values of scalar arguments and symbols (``dt``, ...); unnamed float scalars get 1.0,
-        integer ones 1.
+        integer ones 1 (gt4py's ``gt_metrics_level`` 0, as gt4py calls, and ``nlev`` the level count).
     :param aliases: ``{output: input}`` buffers the caller passes as one array (icon4py's graupel driver
         aliases ``q_out_k`` with ``q_in_k``).
     :param extra_levels: fields with more levels than ``nlev`` (a half-level field: ``{"z_alpha": 1}``).
@@ -60,7 +60,9 @@ def gt4py_arguments(sdfg: dace.SDFG, ncells: int, nlev: int, seed: int = 0,
     scalars = dict(scalars or {})
     aliases = dict(aliases or {})
     extra = dict(extra_levels or {})
-    sizes = {"horizontal_start": 0, "horizontal_end": ncells, "vertical_start": vertical_start, "vertical_end": nlev}
+    # gt4py's own scalars: its metrics level (gt4py passes 0; 1 turns on a timer per call) and a level count
+    sizes = {"horizontal_start": 0, "horizontal_end": ncells, "vertical_start": vertical_start, "vertical_end": nlev,
+             "gt_metrics_level": 0, "nlev": nlev}
     args = sdfg.arglist()
     free = {str(s) for s in sdfg.free_symbols} | set(args)
     kw: dict = {}

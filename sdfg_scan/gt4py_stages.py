@@ -14,13 +14,14 @@ from sdfg_scan import __version__
 EXACT_ENV = "sdfg_scan.expansions.environments.ExactArithmetic"
 """The environment whose compile flags make a program IEEE-strict (``reproducibility="exact"``)."""
 
-HOOKS_REVISION = f"{__version__}-10"
+HOOKS_REVISION = f"{__version__}-11"
 """sdfg_scan's version and a revision of what the hooks do. Every stage carries it as a field, so it is part
 of the fingerprint gt4py keys its (persistent) translation cache with: programs an older sdfg_scan
 translated are not served to a newer one. Bump it when lifting, recognition or selection changes (-8: the
 Thomas pair in icon4py's concat_where form, the absorbed coefficient map, write_through; -9: results
 written through into outputs by ``ResultWriteThrough``, the ``assume_no_alias`` option, copies walking the
-unit-stride dimension innermost, ``CopyInLayoutOrder``; -10: the ``inplace`` option)."""
+unit-stride dimension innermost, ``CopyInLayoutOrder``; -10: the ``inplace`` option; -11: declared pairs a
+program reads and writes unordered are not used there, ``unordered_pairs``)."""
 
 
 @dataclass
@@ -37,6 +38,18 @@ class Chained:
 
 def chain_after(first: Callable[[dace.SDFG], None], then: Callable[[dace.SDFG], None]) -> Chained:
     return Chained(first, then)
+
+
+def without_stages(hook: Callable[[dace.SDFG], None] | None) -> Callable[[dace.SDFG], None] | None:
+    """``hook`` without the stages of an earlier ``optimization_hooks`` (a mapping it made, given again as
+    ``existing``, or chained into another): None where nothing else is left. Otherwise both would run, e.g.
+    an ``exact`` lifting (which pins the strict flags) before a ``replay`` one."""
+    if isinstance(hook, (LiftStage, ExpandStage)):
+        return None
+    if isinstance(hook, Chained):
+        first, then = without_stages(hook.first), without_stages(hook.then)
+        return first if then is None else then if first is None else Chained(first, then)
+    return hook
 
 
 def _library_nodes(sdfg: dace.SDFG) -> list:
@@ -65,8 +78,14 @@ class LiftStage:
         # is accessed while or after it is computed (icon4py's graupel driver passes one buffer twice);
         # declared inplace pairs: those pairs share memory, every other pair of arguments does not
         pairs = None if self.inplace is None else argument_pairs(sdfg, self.inplace)
+        unordered = unordered_pairs(sdfg, pairs) if pairs else {}
+        if unordered:   # the declaration cannot be used here: optimize as if it had not been made
+            pairs = None
         report = optimize(sdfg, target=self.target, reproducibility=self.reproducibility, gpu_transform=False,
-                          inplace=pairs, assume_no_alias=self.assume_no_alias or self.inplace is not None)
+                          inplace=pairs, assume_no_alias=self.assume_no_alias or pairs is not None)
+        if unordered:
+            report.skipped.append(f"inplace {unordered} (a read of the input is not ordered before a write of its "
+                                  "output: optimized as without inplace)")
         setattr(report, "sdfg_name", sdfg.name)  # noqa: B010  (which program the report is about)
         self.reports.append(report)
 
@@ -90,6 +109,46 @@ def argument_pairs(sdfg: dace.SDFG, inplace: dict[str, str]) -> dict[str, str]:
             if name.startswith(out) and re.fullmatch(r"(_\d+)+", tail) and inp + tail in args:
                 pairs[name] = inp + tail
     return pairs
+
+
+def unordered_pairs(sdfg: dace.SDFG, pairs: dict[str, str]) -> dict[str, str]:
+    """The ``output -> input`` pairs of ``pairs`` (arrays the caller passes as one buffer) that some state
+    reads (the input) and writes (the output) at its top level with no path between the reader and the
+    writer.
+
+    gt4py's dataflow does not know that two arguments share memory, so such a read and write run in
+    whatever order the code generator emits them; a transformation that removes an unrelated copy (a result
+    written through into its output) may change that order, and the read then sees the output's values
+    (a program reading ``x`` one level above for one scan while another's result goes to ``f_out`` = ``x``).
+    :class:`LiftStage` does not use the declaration for a program with such a pair; it optimizes it as the
+    default hooks do (``ResultWriteThrough`` only where no other argument is accessed while or after a
+    result is computed). A node that reads and writes the pair itself (a scan updating its input in place)
+    and a read ordered before or after the write are not counted."""
+    import networkx as nx
+
+    def top(state: dace.SDFGState, node, scope: dict):   # the top-level node an edge end belongs to
+        if isinstance(node, dace.nodes.ExitNode):
+            node = state.entry_node(node)
+        while scope.get(node) is not None:
+            node = scope[node]
+        return state.exit_node(node) if isinstance(node, dace.nodes.EntryNode) else node
+
+    found: dict[str, str] = {}
+    for state in sdfg.states():
+        scope = state.scope_dict()
+        for out, inp in pairs.items():
+            if out in found:
+                continue
+            tops = [n for n in state.data_nodes() if scope[n] is None]
+            writers = {top(state, e.src, scope) for n in tops if n.data == out for e in state.in_edges(n)}
+            readers = {top(state, e.dst, scope) for n in tops if n.data == inp for e in state.out_edges(n)
+                       if not e.data.is_empty()}
+            for r in readers:
+                if any(r is not w and not nx.has_path(state.nx, r, w) and not nx.has_path(state.nx, w, r)
+                       for w in writers):
+                    found[out] = inp
+                    break
+    return found
 
 
 def horizontal_unit_stride(sdfg: dace.SDFG) -> bool:
@@ -142,7 +201,7 @@ class ExpandStage:
     revision: str = HOOKS_REVISION
 
     def __call__(self, sdfg: dace.SDFG) -> None:
-        from sdfg_scan.select import pin_flags, select_expansions
+        from sdfg_scan.select import build_flags, pin_flags, select_expansions
 
         unit = self.horizontal_unit_stride
         if self.target == "cpu" and (unit if unit is not None else horizontal_unit_stride(sdfg)):
@@ -156,7 +215,8 @@ class ExpandStage:
 
             sdfg.apply_transformations_repeated(CopyInLayoutOrder, validate=False)
         choices = select_expansions(sdfg, target=self.target, reproducibility=self.reproducibility)
-        _record(self.reports, sdfg.name, choices)
+        pin_flags(sdfg, self.reproducibility)   # exact: before build_flags, so that the report says what the build gets
+        _record(self.reports, sdfg.name, choices, build_flags(sdfg))
         for _ in range(8):  # an expansion may hold further sdfg_scan nodes
             found = _library_nodes(sdfg)
             if not found:
@@ -167,13 +227,17 @@ class ExpandStage:
             pin_flags(sdfg, "exact")   # the whole program compiles IEEE-strict
 
 
-def _record(reports: list, name: str, choices: list) -> None:
+def _record(reports: list, name: str, choices: list, flags=None) -> None:
     """The final choices into the ``OptimizeReport`` that ``LiftStage`` made for the same program (its rows
-    then say what was expanded, not what was chosen where the layout was not yet final)."""
+    then say what was expanded, not what was chosen where the layout was not yet final), and the compiler
+    flags the build gets from those choices (``flags``: :func:`sdfg_scan.select.build_flags`; the lifting
+    stage's line named the expansions it had chosen, e.g. an ``exact`` one's strict flags under ``replay``)."""
     for report in reversed(reports):
         if getattr(report, "sdfg_name", None) != name:
             continue
         report.nodes = list(choices)
+        if flags is not None:
+            report.flags, report.flags_from = flags.flags, flags.sources
         by_node = {c.node: c for c in choices}
         for row in report.scans:
             c = by_node.get(row.label)

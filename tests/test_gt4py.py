@@ -270,3 +270,130 @@ def test_declared_inplace_pairs_write_results_through_and_stay_bitwise_when_alia
     assert declared.reports[0].applied.get("ResultWriteThrough") == 3, declared.reports[0].applied
     for name, ref in zip(PRECIP_SCALED.outputs, want, strict=True):
         assert _bitwise(outs[name].asnumpy(), ref), name
+
+
+def test_bad_options_are_refused_naming_what_is_wrong():
+    """Misspelt or mistyped options fail where they are given, naming the option (before: ``inplace="q_out"``
+    gave Python's "dictionary update sequence element #0 has length 1", ``make_backend(vectorize_maps=True)``
+    gt4py's "make_dace_translator() got an unexpected keyword argument", ``gpu="cpu"`` built for the GPU and
+    ``vectorize_maps`` under ``exact`` and ``make_backend(auto_optimize=False)`` silently did nothing: the hooks
+    run only inside gt4py's auto-optimize, so the latter was not even IEEE-strict)."""
+    cases = [(dict(inplace="q_out"), TypeError, "inplace must be a mapping"),
+             (dict(inplace=[("q_out", "q_in")]), TypeError, "inplace must be a mapping"),
+             (dict(existing=[Hook.TopLevelDataFlowPre]), TypeError, "existing must be a mapping"),
+             (dict(existing={"TopLevelDataFlowPre": print}), TypeError, "existing must map GT4PyAutoOptHook"),
+             (dict(existing={Hook.TopLevelDataFlowPre: 1}), TypeError, "to callables"),
+             (dict(gpu="cpu"), TypeError, "gpu must be True or False, got 'cpu'"),
+             (dict(horizontal_unit_stride=1), TypeError, "horizontal_unit_stride must be True, False or None"),
+             (dict(vectorize_maps=True), ValueError, "vectorize_maps=True .* 'replay' or 'approx' only"),
+             (dict(vectorize_maps=True, reproducibility="replay", gpu=True), ValueError, "got gpu=True")]
+    for kwargs, error, message in cases:
+        with pytest.raises(error, match=message):
+            sg.optimization_hooks(**kwargs)
+    with pytest.raises(TypeError, match="make_backend: unknown keyword 'unstructured_horizontal_has_unit_strid' "
+                                        r"\(did you mean 'unstructured_horizontal_has_unit_stride'\?\)"):
+        sg.make_backend(unstructured_horizontal_has_unit_strid=True)
+    with pytest.raises(TypeError, match="unknown keyword 'bind_func_name'"):   # a DaCeConfig ClassVar, not a field
+        sg.make_backend(bind_func_name="f")
+    with pytest.raises(ValueError, match="vectorize_maps=True"):
+        sg.make_backend(vectorize_maps=True)   # exact
+    with pytest.raises(ValueError, match="auto_optimize=False skips gt4py's gt_auto_optimize, where the hooks run"):
+        sg.make_backend(auto_optimize=False)   # the build would have been neither lifted nor strict
+
+
+def test_make_backend_passes_every_hook_option_through():
+    """``make_backend`` takes the hooks' ``vectorize_maps`` and ``assume_no_alias`` (they went to gt4py's
+    translator, which refused them), and names the backend after them."""
+    be = sg.make_backend(gpu=False, reproducibility="replay", vectorize_maps=True, assume_no_alias=True,
+                         unstructured_horizontal_has_unit_stride=True, use_metrics=False)
+    assert be.name.endswith("_sdfg_scan_replay_vmaps_noalias"), be.name
+    step = be.executor.translation.step
+    hooks = step.auto_optimize_args["optimization_hooks"]
+    lift, expand = hooks[Hook.TopLevelDataFlowPre], hooks[Hook.TopLevelDataFlowPost]
+    assert lift.assume_no_alias and expand.vectorize_maps and expand.horizontal_unit_stride
+    assert not step.use_metrics
+
+
+def test_report_flags_name_the_final_expansions():
+    """The report's compiler flags are those of the expansions the last hook chose, not the lifting stage's
+    (``replay`` on the unit-stride backend: lifted ``sequential``, expanded ``blocked``; the line named
+    ``sequential``)."""
+    hooks = sg.optimization_hooks(gpu=False, reproducibility="replay")
+    translator = gtx_factory.make_dace_translator(gtx_factory.DaCeConfig(unstructured_horizontal_has_unit_stride=True),
+                                                  auto_optimize_args={"optimization_hooks": hooks})
+    translator.generate_sdfg(PRECIP_SCALED.program.gtir, {}, K)
+    (report,) = hooks.reports
+    final = {row.label: row.implementation for row in report.scans}
+    named = [who for whos in report.flags_from.values() for who in whos if who.startswith("Scan ")]
+    assert named, report.flags_line()
+    for who in named:
+        label, impl = who.split("'")[1], who.rsplit("(", 1)[1].rstrip(")")
+        assert final[label] == impl, (report.flags_line(), final)
+
+
+def test_hooks_given_again_as_existing_are_replaced_not_run_twice():
+    """``optimization_hooks(existing=<an earlier optimization_hooks>)``, e.g. to change the class: the earlier
+    stages are dropped, the user's own hooks kept (before, the earlier ``exact`` lifting ran before the new
+    ``replay`` one, pinning the strict flags, and a CPU mapping given to the GPU hooks kept its CPU expansion
+    at ``TopLevelDataFlowPost``)."""
+    from sdfg_scan.gt4py_stages import Chained, ExpandStage, LiftStage
+
+    calls: list[str] = []
+    inner = sg.optimization_hooks(reproducibility="exact", existing={Hook.TopLevelDataFlowPre: _Record("pre", calls)})
+    outer = sg.optimization_hooks(reproducibility="replay", existing=inner)
+    pre = outer[Hook.TopLevelDataFlowPre]
+    assert isinstance(pre, Chained) and isinstance(pre.first, _Record) and isinstance(pre.then, LiftStage)
+    assert pre.then.reproducibility == "replay" and outer[Hook.TopLevelDataFlowPost].reproducibility == "replay"
+    _translate("cumsum_k", outer)
+    assert calls == ["pre"] and not inner.reports and [r.reproducibility for r in outer.reports] == ["replay"]
+    gpu = sg.optimization_hooks(gpu=True, existing=inner)
+    assert Hook.TopLevelDataFlowPost not in gpu and isinstance(gpu[Hook.AfterToGPU], ExpandStage)
+    assert gpu[Hook.AfterToGPU].target == "gpu" and gpu[Hook.TopLevelDataFlowPre].first is pre.first
+
+
+def test_declared_inplace_is_not_used_where_the_input_is_read_unordered_with_the_output_written():
+    """``inplace={"f_out": "x"}`` on a program whose second scan reads ``x`` one level above (``b``) while the
+    first writes ``f_out`` (= ``x``): gt4py's dataflow does not order the copy into ``f_out`` after the map
+    reading ``x`` for ``b``. With the declaration used, ``b``'s result was written through into ``b_out`` (its
+    copy gone), DaCe emitted ``f_out``'s copy first and ``b`` read the overwritten ``x`` (wrong by up to 9 on
+    37 x 12). Such a program is optimized as without the declaration (``unordered_pairs``), as the report says;
+    the default hooks, with the same aliasing, are right on both outputs (stock gt4py is wrong on ``f_out``)."""
+    from gt4py_programs.programs import shifted_pair, shifted_pair_ref
+
+    hooks = sg.optimization_hooks(reproducibility="exact", inplace={"f_out": "x"}, horizontal_unit_stride=True)
+    translator = gtx_factory.make_dace_translator(gtx_factory.DaCeConfig(unstructured_horizontal_has_unit_stride=True),
+                                                  auto_optimize_args={"optimization_hooks": hooks})
+    translator.generate_sdfg(shifted_pair.gtir, {}, K)
+    assert [r.skipped for r in hooks.reports] == [[
+        "inplace {'f_out': 'x'} (a read of the input is not ordered before a write of its output: optimized as "
+        "without inplace)"]]
+    be = sg.make_backend(gpu=False, reproducibility="exact", inplace={"f_out": "x"},
+                         unstructured_horizontal_has_unit_stride=True)
+    for n, nk in ((37, 12), (5, 4), (3, 2)):
+        rng = np.random.default_rng(nk)
+        x, w = (np.asfortranarray(rng.uniform(0, 1, (n, nk))) for _ in range(2))
+        f_want, b_want = shifted_pair_ref(x, w, 1, nk - 1)
+        xf = gtx.as_field([Cell, K], x.copy(order="F"), allocator=np)
+        b_out = gtx.as_field([Cell, K], np.full((n, nk), np.nan, order="F"), allocator=np)
+        shifted_pair.with_backend(be)(xf, gtx.as_field([Cell, K], w, allocator=np), xf, b_out, horizontal_start=0,
+                                      horizontal_end=n, vertical_start=1, vertical_end=nk - 1, offset_provider={})
+        lv = slice(1, nk - 1)
+        assert _bitwise(xf.asnumpy()[:, lv], f_want[:, lv]), ("f_out", n, nk)
+        assert _bitwise(b_out.asnumpy(), b_want), ("b_out", n, nk)
+
+
+def test_fission_of_a_scan_with_a_conditional_recurrence():
+    """A scan whose carry is two independent recurrences, one under a condition (``n + 1 if x > 0.5 else n``):
+    ``ScanFission`` splits it, dropping the other part's conditional block from each body. It raised DaCe's
+    "Ambiguous or undefined starting block", which aborts gt4py's build with the hooks."""
+    from gt4py_programs.programs import counted_sum, counted_sum_ref
+
+    hooks = sg.optimization_hooks(gpu=False, reproducibility="exact")
+    translator = gtx_factory.make_dace_translator(gtx_factory.DaCeConfig(), auto_optimize_args={"optimization_hooks": hooks})
+    translator.generate_sdfg(counted_sum.gtir, {}, K).validate()
+    assert hooks.reports[0].applied.get("ScanFission") == 1, hooks.reports[0].applied
+    x = np.asfortranarray(np.random.default_rng(4).uniform(0, 1, (37, 9)))
+    outs = [gtx.as_field([Cell, K], np.zeros((37, 9), dtype=dt, order="F"), allocator=np) for dt in (np.float64, np.int32)]
+    counted_sum.with_backend(BACKENDS["exact"][0])(gtx.as_field([Cell, K], x, allocator=np), *outs, offset_provider={})
+    for got, want in zip(outs, counted_sum_ref(x), strict=True):
+        assert np.array_equal(got.asnumpy(), want)

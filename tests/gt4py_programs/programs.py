@@ -262,6 +262,64 @@ def damped_cumsum(x: CK, alpha: gtx.float64, out: CK, horizontal_start: gtx.int3
     _damped(x, alpha, out=out, domain={Cell: (horizontal_start, horizontal_end), K: (vertical_start, vertical_end)})
 
 
+# --- 6. two scans reading the same input at other levels (forward: one below, backward: one above) -------
+@gtx.scan_operator(axis=K, forward=False, init=0.0)
+def _bwd_sum(state: gtx.float64, d: gtx.float64, w: gtx.float64) -> gtx.float64:
+    return state * w + d
+
+
+@gtx.field_operator
+def _shifted_pair(x: CK, w: CK) -> tuple[CK, CK]:
+    return _damped_scan(x(K - 1), w), _bwd_sum(x(K + 1) * 2.0, w)
+
+
+@gtx.program
+def shifted_pair(x: CK, w: CK, f_out: CK, b_out: CK, horizontal_start: gtx.int32, horizontal_end: gtx.int32,
+                 vertical_start: gtx.int32, vertical_end: gtx.int32):
+    """Called with ``f_out`` = ``x`` (``inplace={"f_out": "x"}``): ``b_out`` must still read the input ``x``."""
+    _shifted_pair(x, w, out=(f_out, b_out),
+                  domain={Cell: (horizontal_start, horizontal_end), K: (vertical_start, vertical_end)})
+
+
+def shifted_pair_ref(x, w, k0, k1):
+    """``(f, b)`` on levels ``[k0, k1)`` (``k0 >= 1``, ``k1 < nlev``), NaN elsewhere."""
+    f, b = np.full_like(x, np.nan), np.full_like(x, np.nan)
+    acc = np.zeros(x.shape[0])
+    for k in range(k0, k1):
+        acc = acc * w[:, k] + x[:, k - 1]
+        f[:, k] = acc
+    acc = np.zeros(x.shape[0])
+    for k in range(k1 - 1, k0 - 1, -1):
+        acc = acc * w[:, k] + x[:, k + 1] * 2.0
+        b[:, k] = acc
+    return f, b
+
+
+# --- 7. a carry split into two independent recurrences, one of them under a condition (ScanFission) ------
+@gtx.scan_operator(axis=K, forward=True, init=(0.0, 0))
+def _sum_and_count(state: tuple[gtx.float64, gtx.int32], x: gtx.float64) -> tuple[gtx.float64, gtx.int32]:
+    return state[0] + x, state[1] + 1 if x > 0.5 else state[1]
+
+
+@gtx.field_operator
+def _counted_sum(x: CK) -> tuple[CK, gtx.Field[gtx.Dims[Cell, K], gtx.int32]]:
+    return _sum_and_count(x)
+
+
+@gtx.program
+def counted_sum(x: CK, s_out: CK, n_out: gtx.Field[gtx.Dims[Cell, K], gtx.int32]):
+    _counted_sum(x, out=(s_out, n_out))
+
+
+def counted_sum_ref(x):
+    s, n = np.empty_like(x), np.empty(x.shape, dtype=np.int32)
+    acc, cnt = np.zeros(x.shape[0]), np.zeros(x.shape[0], dtype=np.int32)
+    for k in range(x.shape[1]):
+        acc, cnt = acc + x[:, k], cnt + (x[:, k] > 0.5)
+        s[:, k], n[:, k] = acc, cnt
+    return s, n
+
+
 @dataclass(frozen=True)
 class Case:
     program: object
