@@ -135,6 +135,14 @@ def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
         raise TypeError(f"sdfg_scan.gt4py.optimization_hooks: inplace must be a mapping of output parameter names "
                         f"to input parameter names, e.g. {{'q_out': 'q_in'}}, got {type(inplace).__name__} "
                         f"{inplace!r}")
+    if inplace is not None:
+        bad = [(k, v) for k, v in dict(inplace).items() if not isinstance(k, str) or not isinstance(v, str) or k == v]
+        if bad:
+            raise ValueError(f"sdfg_scan.gt4py.optimization_hooks: inplace must map output parameter names to "
+                             f"other input parameter names (str -> str), got {bad!r}")
+        if assume_no_alias and inplace:
+            raise ValueError("sdfg_scan.gt4py.optimization_hooks: assume_no_alias=True says no two arguments share "
+                             f"memory, inplace={dict(inplace)!r} says some do: give one of them")
     hook = _hook_enum()
     if existing is not None:
         if not isinstance(existing, Mapping):
@@ -144,14 +152,6 @@ def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
         if bad:
             raise TypeError(f"sdfg_scan.gt4py.optimization_hooks: existing must map GT4PyAutoOptHook members "
                             f"({', '.join(h.name for h in hook)}) to callables, got {', '.join(bad)}")
-    if inplace is not None:
-        bad = [(k, v) for k, v in dict(inplace).items() if not isinstance(k, str) or not isinstance(v, str) or k == v]
-        if bad:
-            raise ValueError(f"sdfg_scan.gt4py.optimization_hooks: inplace must map output parameter names to "
-                             f"other input parameter names (str -> str), got {bad!r}")
-        if assume_no_alias and inplace:
-            raise ValueError("sdfg_scan.gt4py.optimization_hooks: assume_no_alias=True says no two arguments share "
-                             f"memory, inplace={dict(inplace)!r} says some do: give one of them")
     hooks = OptimizationHooks(dict(existing or {}))
     target = "gpu" if gpu else "cpu"
     stages: dict[Any, Callable[[dace.SDFG], None]] = {hook.TopLevelDataFlowPre: LiftStage(
