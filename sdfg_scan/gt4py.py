@@ -131,11 +131,11 @@ def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
         raise ValueError("sdfg_scan.gt4py.optimization_hooks: vectorize_maps=True vectorises gt4py's pointwise maps on "
                          "the CPU under reproducibility 'replay' or 'approx' only, got "
                          f"{'gpu=True' if gpu else 'reproducibility=' + repr(reproducibility)}")
-    if inplace is not None and not isinstance(inplace, Mapping):
-        raise TypeError(f"sdfg_scan.gt4py.optimization_hooks: inplace must be a mapping of output parameter names "
-                        f"to input parameter names, e.g. {{'q_out': 'q_in'}}, got {type(inplace).__name__} "
-                        f"{inplace!r}")
     if inplace is not None:
+        if not isinstance(inplace, Mapping):
+            raise TypeError(f"sdfg_scan.gt4py.optimization_hooks: inplace must be a mapping of output parameter "
+                            f"names to input parameter names, e.g. {{'q_out': 'q_in'}}, got "
+                            f"{type(inplace).__name__} {inplace!r}")
         bad = [(k, v) for k, v in dict(inplace).items() if not isinstance(k, str) or not isinstance(v, str) or k == v]
         if bad:
             raise ValueError(f"sdfg_scan.gt4py.optimization_hooks: inplace must map output parameter names to "

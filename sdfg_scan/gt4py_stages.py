@@ -136,10 +136,10 @@ def unordered_pairs(sdfg: dace.SDFG, pairs: dict[str, str]) -> dict[str, str]:
     found: dict[str, str] = {}
     for state in sdfg.states():
         scope = state.scope_dict()
+        tops = [n for n in state.data_nodes() if scope[n] is None]
         for out, inp in pairs.items():
             if out in found:
                 continue
-            tops = [n for n in state.data_nodes() if scope[n] is None]
             writers = {top(state, e.src, scope) for n in tops if n.data == out for e in state.in_edges(n)}
             readers = {top(state, e.dst, scope) for n in tops if n.data == inp for e in state.out_edges(n)
                        if not e.data.is_empty()}

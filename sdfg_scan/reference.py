@@ -206,14 +206,12 @@ def scan(f: Callable[[tuple, LevelInputs, int], tuple[tuple, tuple]], init: Sequ
         colshape = np.broadcast_shapes(*(np.shape(i) for i in init))
     if dtypes is None:
         dtypes = [np.asarray(i).dtype for i in init]
-    if colshape:
-        try:
-            return _scan_levels(f, init, arrays, ax, n, colshape, reverse, emit, fill, dtypes)
-        except ValueError as e:   # a body written for one column (``a if x[0] > 0 else b``, ``min``, chains)
-            if "truth value of an" not in str(e):
-                raise
-            return _scan_per_column(f, init, arrays, ax, n, colshape, reverse, emit, fill, dtypes)
-    return _scan_levels(f, init, arrays, ax, n, colshape, reverse, emit, fill, dtypes)
+    try:
+        return _scan_levels(f, init, arrays, ax, n, colshape, reverse, emit, fill, dtypes)
+    except ValueError as e:   # a body written for one column (``a if x[0] > 0 else b``, ``min``, chains)
+        if not colshape or "truth value of an" not in str(e):
+            raise
+        return _scan_per_column(f, init, arrays, ax, n, colshape, reverse, emit, fill, dtypes)
 
 
 def _scan_per_column(f: Callable, init: Sequence[Any], arrays: Mapping[Any, np.ndarray], ax: int, n: int,

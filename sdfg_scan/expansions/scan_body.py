@@ -215,6 +215,10 @@ def translate(f, ncarry: int, ninputs: int, fill, dtypes: list | None = None) ->
                        "toward minus infinity (a remainder takes the sign of the divisor) and takes floats, C++'s "
                        "does neither; write it with + - * / and comparisons")
     tr = BodyExpressions(cname, xname, kname, ninputs, fill, dtypes, numeric_free_names(f))
+
+    def cxx(node) -> str:   # a statement or expression of the body as tasklet code
+        return ast.unparse(_SplitComparisons().visit(tr.visit(node)))
+
     lines, ret = [], None
     for stmt in fdef.body:
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
@@ -231,16 +235,16 @@ def translate(f, ncarry: int, ninputs: int, fill, dtypes: list | None = None) ->
             continue
         if not isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             raise _err(f"statement '{ast.unparse(stmt)}' is not supported; use assignments and one return")
-        lines += [ast.unparse(_SplitComparisons().visit(tr.visit(one))) for one in _single_assignments(stmt, len(lines))]
+        lines += [cxx(one) for one in _single_assignments(stmt, len(lines))]
     if ret is None or not isinstance(ret.value, ast.Tuple) or len(ret.value.elts) != 2:
         raise _err("the body must end with 'return new_carry, ys' (two tuples)")
     new, ys = (_as_tuple(e) for e in ret.value.elts)
     if len(new) != ncarry:
         raise _err(f"the body returns {len(new)} carry value(s), expected {ncarry} (one per init)")
     for i, e in enumerate(new):
-        lines.append(f"_sc_n{i} = {ast.unparse(_SplitComparisons().visit(tr.visit(e)))}")
+        lines.append(f"_sc_n{i} = {cxx(e)}")
     for i, e in enumerate(ys):
-        lines.append(f"_sc_y{i} = {ast.unparse(_SplitComparisons().visit(tr.visit(e)))}")
+        lines.append(f"_sc_y{i} = {cxx(e)}")
     return BodyCode("\n".join(lines), ncarry, len(ys), tr.at_level, tr.offsets)
 
 
