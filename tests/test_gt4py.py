@@ -385,13 +385,16 @@ def test_declared_inplace_is_not_used_where_the_input_is_read_unordered_with_the
 def test_fission_of_a_scan_with_a_conditional_recurrence():
     """A scan whose carry is two independent recurrences, one under a condition (``n + 1 if x > 0.5 else n``):
     ``ScanFission`` splits it, dropping the other part's conditional block from each body. It raised DaCe's
-    "Ambiguous or undefined starting block", which aborts gt4py's build with the hooks."""
+    "Ambiguous or undefined starting block", which aborts gt4py's build with the hooks. Both parts then
+    take gt4py's map over cells (``LiftCellMap`` lifts a scan out of a map holding other work)."""
     from gt4py_programs.programs import counted_sum, counted_sum_ref
 
     hooks = sg.optimization_hooks(gpu=False, reproducibility="exact")
     translator = gtx_factory.make_dace_translator(gtx_factory.DaCeConfig(), auto_optimize_args={"optimization_hooks": hooks})
     translator.generate_sdfg(counted_sum.gtir, {}, K).validate()
     assert hooks.reports[0].applied.get("ScanFission") == 1, hooks.reports[0].applied
+    # both parts leave gt4py's one map over cells, each with its own (a schedule over cells to choose)
+    assert hooks.reports[0].applied.get("LiftCellMap") == 2, hooks.reports[0].applied
     x = np.asfortranarray(np.random.default_rng(4).uniform(0, 1, (37, 9)))
     outs = [gtx.as_field([Cell, K], np.zeros((37, 9), dtype=dt, order="F"), allocator=np) for dt in (np.float64, np.int32)]
     counted_sum.with_backend(BACKENDS["exact"][0])(gtx.as_field([Cell, K], x, allocator=np), *outs, offset_provider={})

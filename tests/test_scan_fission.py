@@ -109,6 +109,52 @@ def test_split_scan_that_owns_its_cell_map_bitwise():
             assert np.array_equal(want[k], got[k]), (k, nlev)
 
 
+def _parts_in_one_map(name: str) -> dace.SDFG:
+    """``program(name, extra="delay_line")`` split by ``ScanFission``: two parts inside gt4py's one map."""
+    sdfg = program(name, extra="delay_line")
+    assert sdfg.apply_transformations_repeated(ScanFission) == 1
+    return sdfg
+
+
+def test_parts_sharing_a_map_each_take_it_bitwise():
+    """The parts ``ScanFission`` leaves inside gt4py's map over cells each take the map (``LiftCellMap``
+    lifts a scan out of a map that holds other, independent work), so each gets a schedule over cells."""
+    sdfg = program("fission_share", extra="delay_line")
+    split = _parts_in_one_map("fission_share_split")
+    assert split.apply_transformations_repeated(LiftCellMap) == 2
+    split.validate()
+    st = next(s for s in split.states() if _scans_in(s))
+    assert not any(isinstance(n, dace.nodes.MapEntry) for n in st.nodes())
+    assert [p.columns for p in _scans(split)] == ["cells", "cells"]
+    a, b = sdfg.compile(), split.compile()
+    for nlev in (0, 1, 9):
+        want, got = _run(a, nlev), _run(b, nlev)
+        for k in want:
+            assert np.array_equal(want[k], got[k]), (k, nlev)
+
+
+def test_part_reading_what_the_other_writes_keeps_the_map():
+    """A part that reads a container the map's other work writes (here: the other part's ``aux`` redirected
+    into ``X``) is not moved out of the map; the SDFG is untouched."""
+    sdfg = _parts_in_one_map("fission_share_conflict")
+    st = next(s for s in sdfg.states() if _scans_in(s))
+    mx = next(n for n in st.nodes() if isinstance(n, dace.nodes.MapExit))
+    inner = next(e for e in st.in_edges(mx) if e.data.data == "AUX")
+    outer = next(e for e in st.out_edges(mx) if e.data.data == "AUX")
+    inner.data.data, outer.data.data = "X", "X"
+    st.remove_edge(outer)
+    st.add_edge(mx, outer.src_conn, st.add_write("X"), None, outer.data)
+    st.remove_node(outer.dst)
+    sdfg.validate()
+    before = json.dumps(sdfg.to_json(), sort_keys=True)
+    assert sdfg.apply_transformations_repeated(LiftCellMap) == 0
+    assert json.dumps(sdfg.to_json(), sort_keys=True) == before
+
+
+def _scans_in(state) -> list:
+    return [n for n in state.nodes() if isinstance(n, Scan)]
+
+
 GUARDS = {
     "groups: one recurrence": dict(),
     "groups: the extra slot is used by the main recurrence": dict(extra="delay_line", s_read_after_n=True),

@@ -37,10 +37,14 @@ class LiftCellMap(xf.SingleStateTransformation):
     Legality checks (``can_be_applied``; a refusal changes nothing):
 
     - ``_scope``: the node is a ``columns="single"`` Scan directly inside a map with a CPU or default
-      schedule; the scope holds only the Scan and constant tasklets (inputs: none) writing transient
-      scalars read only by the Scan, at an init connector that the body only copies into its carry;
-    - every edge in and out of the map scope connects an access node to the Scan (no ordering edges,
-      no write-conflict resolution), one memlet path per connector.
+      schedule; the part of the scope connected to it holds only the Scan and constant tasklets (inputs:
+      none) writing transient scalars read only by the Scan, at an init connector that the body only
+      copies into its carry;
+    - every edge in and out of the map scope that reaches that part connects an access node to the Scan
+      (no ordering edges, no write-conflict resolution), one memlet path per connector;
+    - the rest of the scope (other work of the map: the other parts ``ScanFission`` left there) writes no
+      container the Scan reads or writes and reads none it writes (``_independent``). The Scan then leaves
+      the map with its own copy of it, and the map keeps the rest.
     """
 
     scan = xf.PatternNode(Scan)
@@ -73,10 +77,19 @@ class LiftCellMap(xf.SingleStateTransformation):
                 _constant_input(node, conn, tasklet)
             else:
                 _constant_init(node, conn, tasklet, carry)
-        scope = [n for n in graph.scope_subgraph(me, include_entry=False, include_exit=False).nodes() if n is not node]
-        locals_ = {n.data for n in scope if isinstance(n, nodes.AccessNode)}
-        for n in scope + [me, mx]:
-            graph.remove_node(n)
+        own = [n for n in _component(graph, me, node) if n is not node]
+        locals_ = {n.data for n in own if isinstance(n, nodes.AccessNode)}
+        rest = [n for n in graph.scope_subgraph(me, include_entry=False, include_exit=False).nodes()
+                if n is not node and n not in own]
+        if rest:   # other work stays in the map (ScanFission's other parts): the node leaves it alone
+            for e in graph.in_edges(node) + graph.out_edges(node):
+                if e.src not in own:   # the paths through the map entry and exit
+                    _detach(graph, e)
+            for n in own:
+                graph.remove_node(n)
+        else:
+            for n in own + [me, mx]:
+                graph.remove_node(n)
         node.columns = "cells"
         node.cell_params = params
         node.cell_ranges = [_range_text(r) for r in rng]
@@ -115,7 +128,8 @@ def _scope(state: dace.SDFGState, node: Scan):
         return None
     init_of = {c.init: c.name for c in s.carries.values() if c.init is not None}
     inits = {}
-    for n in state.scope_subgraph(me, include_entry=False, include_exit=False).nodes():
+    own = _component(state, me, node)
+    for n in own:
         if n is node:
             continue
         if isinstance(n, nodes.Tasklet):
@@ -125,16 +139,18 @@ def _scope(state: dace.SDFGState, node: Scan):
             inits[found[0]] = (n, found[1])
         elif not isinstance(n, nodes.AccessNode) or not state.sdfg.arrays[n.data].transient:
             return None
-    for n in state.scope_subgraph(me, include_entry=False, include_exit=False).nodes():
+    for n in own:
         if isinstance(n, nodes.AccessNode) and not any(t[0] in state.predecessors(n) for t in inits.values()):
             return None
+    if not _independent(state, me, own):
+        return None
     for e in state.in_edges(me):
         if not isinstance(e.src, nodes.AccessNode) or e.data.data is None:
             return None
     for e in state.out_edges(mx):
         if not isinstance(e.dst, nodes.AccessNode) or e.data.data is None:
             return None
-    if any(e.src is not node for e in state.in_edges(mx)):
+    if any(e.src in own and e.src is not node for e in state.in_edges(mx)):
         return None
     edges = list(state.scope_subgraph(me).edges()) + list(state.out_edges(mx)) + list(state.in_edges(me))
     if any(e.data.wcr is not None for e in edges):
@@ -153,6 +169,57 @@ def _scope(state: dace.SDFGState, node: Scan):
     if len(conns) != len(set(conns)) or set(conns) != set(node.in_connectors) | set(node.out_connectors):
         return None
     return me, inits
+
+
+def _component(state: dace.SDFGState, me: nodes.MapEntry, node: Scan) -> list:
+    """The nodes of ``me``'s scope connected to ``node`` by edges that do not pass the map entry or exit
+    (``node``, its init tasklets and their scalars; the rest of the scope is other work of the map)."""
+    mx = state.exit_node(me)
+    seen, todo = [node], [node]
+    while todo:
+        n = todo.pop()
+        for e in state.in_edges(n) + state.out_edges(n):
+            other = e.src if e.dst is n else e.dst
+            if other is not me and other is not mx and other not in seen:
+                seen.append(other)
+                todo.append(other)
+    return seen
+
+
+def _detach(state: dace.SDFGState, e) -> None:
+    """Remove ``e`` (map entry -> node or node -> map exit) and the scope connector pair and outer edge
+    it alone used (the node's own connectors stay)."""
+    state.remove_edge(e)
+    scope, conn = (e.src, e.src_conn) if isinstance(e.src, nodes.EntryNode) else (e.dst, e.dst_conn)
+    inner = state.out_edges(scope) if scope is e.src else state.in_edges(scope)
+    if conn is None or any((x.src_conn if scope is e.src else x.dst_conn) == conn for x in inner):
+        return
+    other = "IN_" + conn[4:] if scope is e.src else "OUT_" + conn[3:]
+    for x in list(state.in_edges(scope) if scope is e.src else state.out_edges(scope)):
+        if (x.dst_conn if scope is e.src else x.src_conn) == other:
+            state.remove_edge(x)
+    if scope is e.src:
+        scope.remove_out_connector(conn)
+        scope.remove_in_connector(other)
+    else:
+        scope.remove_in_connector(conn)
+        scope.remove_out_connector(other)
+
+
+def _independent(state: dace.SDFGState, me: nodes.MapEntry, own: list) -> bool:
+    """No container the component ``own`` reads or writes through the map is written by the map's other
+    work, and none it writes is read there (moving it out of the map leaves the two unordered, as they
+    were inside it)."""
+    mx = state.exit_node(me)
+    reads: dict[bool, set] = {True: set(), False: set()}
+    writes: dict[bool, set] = {True: set(), False: set()}
+    for e in state.out_edges(me):
+        if e.data.data is not None:
+            reads[e.dst in own].add(e.data.data)
+    for e in state.in_edges(mx):
+        if e.data.data is not None:
+            writes[e.src in own].add(e.data.data)
+    return not (writes[False] & (reads[True] | writes[True]) or writes[True] & reads[False])
 
 
 def _init_tasklet(state, node, t: nodes.Tasklet, init_of: dict) -> tuple[str, str | None] | None:
