@@ -30,6 +30,7 @@ from __future__ import annotations
 import copy
 import sys
 import time
+import warnings
 from collections.abc import Callable
 
 import dace
@@ -123,6 +124,19 @@ def _ms(t: float) -> str:
     return f"{t * 1e3:.3g} ms"
 
 
+def _store(key: str, entry: dict) -> bool:
+    """Write one winner to the cache; a cache that cannot be written is one warning, not an error (the
+    winners stay pinned on the nodes). Returns whether later winners should be written."""
+    try:
+        tuning_cache.store(key, entry)
+    except OSError as e:
+        warnings.warn(f"sdfg_scan.autotune: cannot write the tuning cache '{tuning_cache.cache_file()}' "
+                      f"({e.strerror or type(e).__name__}); the winners are pinned on the nodes but not stored "
+                      "(set SDFG_SCAN_CACHE to a writable folder)", stacklevel=3)
+        return False
+    return True
+
+
 def autotune(sdfg: dace.SDFG, args: dict, target: str = "cpu", reproducibility: str = "exact",
              repeats: int = REPEATS, store: bool = True, progress=sys.stderr,
              timer: Callable[[], float] = time.perf_counter) -> list[Choice]:
@@ -174,9 +188,8 @@ def autotune(sdfg: dace.SDFG, args: dict, target: str = "cpu", reproducibility: 
         node.implementation = node.selected = best
         node.selection_reason = reason
         if store:
-            tuning_cache.store(tuning_cache.node_key(node, state, target),
-                               {"implementation": best, "times": times, "sizes": symbols,
-                                "reproducibility": reproducibility})
+            store = _store(tuning_cache.node_key(node, state, target),
+                           {"implementation": best, "times": times, "sizes": symbols, "reproducibility": ctx.floor})
         klass = getattr(specs(node)[best], "reproducibility", "exact")
         choices.append(Choice(node.label, type(node).__name__, best, target, klass,
                               ctx.floor, reason, times[best], True))

@@ -122,11 +122,18 @@ def check_pin(node, state: dace.SDFGState, implementation: str, target: str | No
     if target is not None and target != ctx.target:
         raise node.error(f"implementation '{implementation}' is pinned for target '{target}', but the node runs "
                          f"on the {ctx.target.upper()}")
-    why = refusal(node, implementation, impls[implementation], ctx)
-    if why is not None:
-        raise node.error(f"the pinned implementation '{implementation}' {why} (floor '{ctx.floor}', target "
-                         f"'{ctx.target}'); unpin it (implementation='auto') or request a weaker class")
     cls = impls[implementation]
+    why = refusal(node, implementation, cls, ctx)
+    if why is not None:
+        if ctx.target not in getattr(cls, "targets", ()):
+            fits = [n for n, c in impls.items() if refusal(node, n, c, ctx) is None]
+            other = f" or pin one for the {ctx.target.upper()}" + (f" ({', '.join(fits)})" if fits else "")
+        elif rank(getattr(cls, "reproducibility", "exact")) > rank(ctx.floor):
+            other = " or request a weaker class"
+        else:   # the expansion's own ``applies`` refuses this node: no class or target changes that
+            other = ""
+        raise node.error(f"the pinned implementation '{implementation}' {why} (floor '{ctx.floor}', target "
+                         f"'{ctx.target}'); unpin it (implementation='auto'){other}")
     return Choice(node.label, type(node).__name__, implementation, ctx.target, getattr(cls, "reproducibility", "exact"),
                   ctx.floor, f"{implementation}: pinned by the user", cost_of(node, cls, ctx))
 

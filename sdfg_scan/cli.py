@@ -8,6 +8,7 @@ and the subcommand modules import dace and the package's nodes only inside ``run
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import sys
 from collections.abc import Callable
@@ -18,13 +19,35 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("samples", nargs="*", help="sample names (default: the demo set)")
 
 
+DEMO_INTERFACE = ("build", "inputs", "expected")
+"""Functions a sample module defines for the demo (:mod:`sdfg_scan.demo`); the others run on their own."""
+
+
+def _demo_samples(folder: Path) -> list[str]:
+    """The samples in ``folder`` that the demo can run: their source defines every function of
+    :data:`DEMO_INTERFACE` (read without importing them: some need gt4py)."""
+    names = []
+    for path in sorted(folder.glob("*.py")) if folder.is_dir() else []:
+        try:
+            tree = ast.parse(path.read_text())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        if defined.issuperset(DEMO_INTERFACE):
+            names.append(path.stem)
+    return names
+
+
 def _demo(args: argparse.Namespace) -> int:
     from sdfg_scan.demo import SAMPLES_DIR, main
 
-    unknown = [n for n in args.samples if not (SAMPLES_DIR / f"{n}.py").is_file()]
+    known = _demo_samples(SAMPLES_DIR)
+    unknown = [n for n in args.samples if n not in known]
     if unknown:
-        known = sorted(p.stem for p in SAMPLES_DIR.glob("*.py")) if SAMPLES_DIR.is_dir() else []
-        print(f"sdfg-scan demo: no sample {', '.join(repr(n) for n in unknown)} in {SAMPLES_DIR}; expected one of "
+        why = [f"'{n}' is not a demo sample (it defines no {'/'.join(DEMO_INTERFACE)}; run it as python "
+               f"{SAMPLES_DIR / n}.py)" if (SAMPLES_DIR / f"{n}.py").is_file() else f"no sample '{n}' in {SAMPLES_DIR}"
+               for n in unknown]
+        print(f"sdfg-scan demo: {'; '.join(why)}; expected one of "
               f"{', '.join(known) or '(none: the demo runs from a checkout of the repository, pip install -e .)'}",
               file=sys.stderr)
         return 2
@@ -68,8 +91,8 @@ def _view(args: argparse.Namespace) -> int:
         print(f"sdfg-scan view: cannot write -o '{out}' ({e.strerror or type(e).__name__})", file=sys.stderr)
         return 2
     bodies = len(sections(sdfg)) - 1
-    print(f"written: {out} (standalone: opens without network or dace; {bodies} scan bod"
-          f"{'y' if bodies == 1 else 'ies'} as graphs of their own)")
+    drawn = "1 scan body as a graph of its own" if bodies == 1 else f"{bodies} scan bodies as graphs of their own"
+    print(f"written: {out} (standalone: opens without network or dace; {drawn})")
     return 0
 
 

@@ -41,11 +41,15 @@ def load(path: str, command: str) -> dace.SDFG | None:
 
 def _why(error: Exception) -> str:
     """What went wrong reading a file, for people: DaCe tries pickle after JSON, so a text file that is not
-    JSON fails with pickle's error; name it as not JSON."""
+    JSON fails with pickle's error (an empty file with pickle's ``EOFError``); name it as not JSON."""
     import pickle
 
     if isinstance(error, pickle.UnpicklingError):
         return "neither JSON nor gzip-compressed JSON"
+    if isinstance(error, EOFError):
+        return "the file is empty"
+    if isinstance(error, KeyError):   # a JSON object without the fields of an SDFG (e.g. a .meta.json)
+        return f"JSON, but not an SDFG: no {error} field"
     return f"{type(error).__name__}: {error}"
 
 
@@ -250,8 +254,12 @@ def optimize(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"sdfg-scan optimize: --inplace {e}", file=sys.stderr)
         return 2
-    report = run_pipeline(sdfg, target=args.target, reproducibility=args.reproducibility, inplace=inplace or None,
-                          persistent_transients=args.persistent_transients or False)
+    try:
+        report = run_pipeline(sdfg, target=args.target, reproducibility=args.reproducibility,
+                              inplace=inplace or None, persistent_transients=args.persistent_transients or False)
+    except ValueError as e:  # a node the selection refuses (a pin below the floor, an unknown implementation)
+        print(f"sdfg-scan optimize: {e}; nothing written", file=sys.stderr)
+        return 2
     try:
         sdfg.save(str(dst), compress=dst.suffix == ".sdfgz")
     except OSError as e:

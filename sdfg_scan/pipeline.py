@@ -339,7 +339,6 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     # in host memory is chosen for where it runs now; the caller selects again once the layout is final
     where = None if (target == "gpu" and not gpu_transform) else target
     report.nodes = select_expansions(sdfg, target=where, reproducibility=reproducibility)
-    choices = {c.node: c for c in report.nodes}
     # 6. the reproducibility contract's compiler flags, for the whole program; reported: all the build gets
     pin_flags(sdfg, reproducibility)
     flags = build_flags(sdfg)
@@ -354,9 +353,10 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         r.carry_kinds_after = {k: len(s.slots(k)) for k in dict.fromkeys(c.kind for c in s.carries.values())}
         c, _, _, b, before = stats.get(id(site.node), (0, 0, 0, 0, r.carries_after))
         r.copies_removed, r.branches_peeled, r.carries_before = c, b, before
-        ch = choices.get(site.node.label)
-        if ch is not None:
-            r.implementation, r.reproducibility, r.reason = ch.implementation, ch.reproducibility, ch.reason
+        if isinstance(site.node, Scan):   # read from the node itself: two scans may share a label
+            node = site.node
+            r.implementation, r.reproducibility = node.implementation, node.implementation_class()
+            r.reason = node.selection_reason
         report.scans.append(r)
     return report
 

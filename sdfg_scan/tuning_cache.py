@@ -3,7 +3,7 @@
 One JSON file, ``autotune.json``, in the user's cache directory (``$XDG_CACHE_HOME/sdfg_scan`` or
 ``~/.cache/sdfg_scan``); the environment variable ``SDFG_SCAN_CACHE`` names another directory. An
 entry is keyed by the node's signature (class and semantic properties; a ``Scan``'s body by content
-hash), its operands' shapes and strides as the SDFG states them (symbolic where the SDFG is), the
+hash), its operands' shapes, strides and dtypes as the SDFG states them (symbolic where the SDFG is), the
 target and the machine (processor model, core count); its value is the winning implementation,
 the measured times and the sizes it was tuned at.
 """
@@ -66,16 +66,29 @@ def node_key(node, state, target: str) -> str:
             continue
         desc = state.sdfg.arrays[e.data.data]
         conn = e.dst_conn if e.dst is node else e.src_conn
-        ops.append([str(conn), [str(s) for s in e.data.subset.size()], [str(s) for s in desc.strides]])
+        ops.append([str(conn), [str(s) for s in e.data.subset.size()], [str(s) for s in desc.strides],
+                    desc.dtype.to_string()])
     raw = json.dumps([type(node).__name__, props, ops, target, machine_id()], sort_keys=True)
     return hashlib.sha1(raw.encode()).hexdigest()
 
 
+def _valid(entry) -> bool:
+    """Whether ``entry`` has the form :func:`store` writes (a file edited by hand or by another version may not)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("implementation"), str):
+        return False
+    times = entry.get("times", {})
+    return isinstance(times, dict) and all(isinstance(t, (int, float)) and not isinstance(t, bool)
+                                           for t in times.values())
+
+
 def load() -> dict:
+    """The cache's entries by key; a missing or unreadable file is an empty cache, and entries of another
+    form (a corrupt file) are left out."""
     try:
-        return json.loads(cache_file().read_text())
+        data = json.loads(cache_file().read_text())
     except (OSError, ValueError):
         return {}
+    return {k: v for k, v in data.items() if _valid(v)} if isinstance(data, dict) else {}
 
 
 def lookup(key: str) -> dict | None:

@@ -23,10 +23,10 @@ N, K = dace.symbol("N"), dace.symbol("K")
 F64 = dace.float64
 
 
-def cumsum_sdfg(layout: str, shape=(N, K)) -> dace.SDFG:
+def cumsum_sdfg(layout: str, shape=(N, K), dtype=F64) -> dace.SDFG:
     node = CumulativeScan("cumsum", op="sum", axis=1)
-    return one_node_sdfg(f"tune_cumsum_{layout}", node, {"_in": (list(shape), F64, True)},
-                         {"_out": (list(shape), F64, True)}, 1, layout)
+    return one_node_sdfg(f"tune_cumsum_{layout}", node, {"_in": (list(shape), dtype, True)},
+                         {"_out": (list(shape), dtype, True)}, 1, layout)
 
 
 def only_node(sdfg: dace.SDFG):
@@ -89,16 +89,17 @@ def test_select_on_fresh_copy_hits_cache(tuned, monkeypatch):
     assert "autotuned" in choice.reason and "cache" in choice.reason
 
 
-@pytest.mark.parametrize("other", ["k-layout", "shape", "target"])
+@pytest.mark.parametrize("other", ["k-layout", "shape", "dtype", "target"])
 def test_cache_misses(tuned, monkeypatch, other):
-    """Other strides, another shape or another target are other keys: the cost model chooses."""
+    """Other strides, another shape, another dtype or another target are other keys: the cost model chooses."""
     monkeypatch.setenv("SDFG_SCAN_CACHE", str(tuned["cache"]))
     if other == "target":
         node, state = only_node(tuned["fresh"])
         assert tuning_cache.lookup(tuning_cache.node_key(node, state, "gpu")) is None
         assert tuning_cache.lookup(tuning_cache.node_key(node, state, "cpu")) is not None
         return
-    sdfg = cumsum_sdfg("k") if other == "k-layout" else cumsum_sdfg("cell", shape=(64, 5))
+    sdfg = {"k-layout": lambda: cumsum_sdfg("k"), "shape": lambda: cumsum_sdfg("cell", shape=(64, 5)),
+            "dtype": lambda: cumsum_sdfg("cell", dtype=dace.float32)}[other]()
     (choice,) = sdfg_scan.select_expansions(sdfg, "cpu", "exact")
     assert not choice.cached and "estimated cost" in choice.reason
 
@@ -154,3 +155,63 @@ def test_scan_key_ignores_guids():
         (node, state), = [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, sdfg_scan.Scan)]
         keys.append(tuning_cache.node_key(node, state, "cpu"))
     assert keys[0] == keys[1]
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", '"x"', "{KEY: 5}", '{KEY: {"times": {}}}',
+                                  '{KEY: {"implementation": "blocked", "times": [1]}}',
+                                  '{KEY: {"implementation": "blocked", "times": {"blocked": "fast"}}}'],
+                         ids=["list", "string", "entry-number", "no-implementation", "times-list", "times-text"])
+def test_a_corrupt_cache_file_is_ignored(tmp_path, monkeypatch, text):
+    """A cache file of another form (JSON, but not the cache's: edited by hand, another version) is a miss:
+    the cost model chooses, no traceback; the next autotune overwrites it."""
+    monkeypatch.setenv("SDFG_SCAN_CACHE", str(tmp_path))
+    sdfg = cumsum_sdfg("cell")
+    node, state = only_node(sdfg)
+    tuning_cache.cache_file().parent.mkdir(parents=True, exist_ok=True)
+    tuning_cache.cache_file().write_text(text.replace("KEY", json.dumps(tuning_cache.node_key(node, state, "cpu"))))
+    (choice,) = sdfg_scan.select_expansions(sdfg, "cpu", "exact")
+    assert not choice.cached and "estimated cost" in choice.reason
+    tuning_cache.store("k", {"implementation": "blocked", "times": {"blocked": 1e-3}})
+    assert list(tuning_cache.load()) == ["k"]
+
+
+def test_the_cache_entry_records_the_node_floor(tmp_path, monkeypatch):
+    """A node whose own ``reproducibility`` is ``exact``, tuned at ``replay``, is tuned at ``exact`` (its
+    floor): the entry says so, and a later selection at ``replay`` (floor ``exact`` again) finds it.
+    (Builds and timings stubbed: no compiler.)"""
+    import sys
+
+    at = sys.modules["sdfg_scan.autotune"]   # the module (``sdfg_scan.autotune`` is the function)
+    monkeypatch.setenv("SDFG_SCAN_CACHE", str(tmp_path))
+    monkeypatch.setattr(at._Builds, "call", lambda self, config: lambda: None)
+    monkeypatch.setattr(at, "time_variants", lambda calls, repeats, timer: {n: 1e-3 * (n != "sequential")
+                                                                              + 1e-4 for n in calls})
+    sdfg = cumsum_sdfg("cell")
+    node, state = only_node(sdfg)
+    node.reproducibility = "exact"
+    (tuned,) = sdfg_scan.autotune(sdfg, {"_in": np.zeros((8, 3)), "_out": np.zeros((8, 3))}, reproducibility="replay",
+                                  progress=None)
+    assert tuned.implementation == "sequential" and tuned.floor == "exact"
+    assert tuning_cache.lookup(tuning_cache.node_key(node, state, "cpu"))["reproducibility"] == "exact"
+    fresh = cumsum_sdfg("cell")
+    only_node(fresh)[0].reproducibility = "exact"
+    (choice,) = sdfg_scan.select_expansions(fresh, "cpu", "replay")
+    assert choice.cached and choice.implementation == "sequential"
+
+
+def test_a_cache_that_cannot_be_written_is_one_warning(tmp_path, monkeypatch):
+    """``SDFG_SCAN_CACHE`` below a regular file: the timed winner is still pinned and returned; one warning
+    names the cache file. (Builds and timings stubbed: no compiler.)"""
+    import sys
+
+    at = sys.modules["sdfg_scan.autotune"]
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    monkeypatch.setenv("SDFG_SCAN_CACHE", str(blocker / "cache"))
+    monkeypatch.setattr(at._Builds, "call", lambda self, config: lambda: None)
+    monkeypatch.setattr(at, "time_variants", lambda calls, repeats, timer: {n: 1e-3 * (n != "blocked") + 1e-4
+                                                                              for n in calls})
+    sdfg = cumsum_sdfg("cell")
+    with pytest.warns(UserWarning, match=r"cannot write the tuning cache '.*a_file/cache/autotune.json'") as caught:
+        (tuned,) = sdfg_scan.autotune(sdfg, {"_in": np.zeros((8, 3)), "_out": np.zeros((8, 3))}, progress=None)
+    assert len(caught) == 1 and tuned.implementation == only_node(sdfg)[0].implementation == "blocked"

@@ -241,6 +241,16 @@ def test_demo_with_an_unknown_sample_is_one_line(capsys):
     assert _one_line(capsys, "no sample 'nosuchsample'", "expected one of", "cumsum_column") == ""
 
 
+def test_demo_with_a_sample_that_runs_on_its_own_is_one_line(capsys):
+    """``noaa_root_zone`` is a sample, but not one of the demo (no build/inputs/expected): one line that
+    says how to run it, and the list offers only samples the demo can run."""
+    assert main(["demo", "noaa_root_zone"]) == 2
+    _one_line(capsys, "'noaa_root_zone' is not a demo sample", "python ", "samples/noaa_root_zone.py",
+              "expected one of cumsum_column, diagnose_pressure,")
+    assert main(["demo", "nosuchsample"]) == 2
+    assert "noaa_root_zone" not in capsys.readouterr().err
+
+
 def test_inplace_names_are_checked(tmp_path, capsys, program_file):
     sdfg = program()
     args = sorted(k for k, d in sdfg.arrays.items() if not d.transient)
@@ -317,9 +327,34 @@ def test_an_unreadable_file_is_one_line_without_dace_warnings(tmp_path, capsys, 
     broken.write_text(json.dumps(data))
     text = tmp_path / "notes.sdfg"
     text.write_text("# not an SDFG\n")
-    for path, why in ((broken, "TypeError"), (text, "neither JSON nor gzip-compressed JSON")):
+    empty = tmp_path / "empty.sdfg"
+    empty.write_text("")
+    meta = tmp_path / "p.meta.json"
+    meta.write_text('{"program": "p"}')
+    for path, why in ((broken, "TypeError"), (text, "neither JSON nor gzip-compressed JSON"),
+                      (empty, "(the file is empty)"), (meta, "(JSON, but not an SDFG: no 'type' field)")):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             assert main(["inspect", str(path)]) == 2
         assert caught == []
         _one_line(capsys, f"cannot read '{path}' as an SDFG", "expected the JSON of an .sdfg file", why)
+
+
+def test_optimize_refuses_a_pin_below_the_floor_in_one_line(tmp_path, capsys):
+    """A node pinned to ``parallel_prefix`` (replay) under ``--reproducibility exact``: one line naming the
+    node, the implementation and the floor, nothing written; at ``replay`` the pin is kept."""
+    from sdfg_scan.harness import one_node_sdfg
+
+    n, k = dace.symbol("N"), dace.symbol("K")
+    node = sdfg_scan.CumulativeScan("cs", axis=1)
+    node.implementation = "parallel_prefix"
+    sdfg = one_node_sdfg("pinned", node, {"_in": ((n, k), dace.float64, True)},
+                         {"_out": ((n, k), dace.float64, True)}, 1, "cell")
+    src, dst = tmp_path / "p.sdfg", tmp_path / "o.sdfg"
+    sdfg.save(str(src))
+    assert main(["optimize", str(src), "-o", str(dst)]) == 2
+    _one_line(capsys, "sdfg-scan optimize: sdfg_scan.CumulativeScan 'cs': the pinned implementation "
+              "'parallel_prefix' is replay, below the floor 'exact'", "nothing written")
+    assert not dst.exists()
+    assert main(["optimize", str(src), "-o", str(dst), "--reproducibility", "replay"]) == 0
+    assert "cs: parallel_prefix: pinned by the user" in capsys.readouterr().out

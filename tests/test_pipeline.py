@@ -186,3 +186,31 @@ def test_carry_counts_of_a_row_agree_with_inspect(form):
     assert f"{row.carries_before}->{row.carries_after}" in report.table()
     if form.startswith("graupel"):
         assert (row.carries_before, row.carries_after) == (20, 18)
+
+
+def _count(c, x, k):
+    (s,) = c
+    return (s + x[0],), ()
+
+
+def test_report_rows_follow_their_own_node_when_two_scans_share_a_label():
+    """The frontend labels both scans of this program ``scan``; the second, pinned to ``levels_outside``,
+    must not lend its implementation to the first one's row."""
+    import dace
+
+    n, k = dace.symbol("N"), dace.symbol("K")
+
+    def two(a, b, c):
+        b[:] = sdfg_scan.scan(_count, (0.0,), (a,), axis=1)
+        c[:] = sdfg_scan.scan(_count, (1.0,), (a,), axis=1, reverse=True)   # not fused with the first
+
+    two.__annotations__ = dict(a=dace.float64[n, k], b=dace.float64[n, k], c=dace.float64[n, k])
+    sdfg = dace.program(two).to_sdfg()
+    first, second = [node for node, _ in sdfg.all_nodes_recursive() if isinstance(node, Scan)]
+    second.label = first.label
+    second.implementation = "levels_outside"
+    report = sdfg_scan.optimize(sdfg)
+    rows = {r.direction: r for r in report.scans}
+    assert rows["backward"].implementation == "levels_outside" and "pinned" in rows["backward"].reason
+    assert rows["forward"].implementation == first.implementation == "sequential"
+    assert rows["forward"].reason == first.selection_reason

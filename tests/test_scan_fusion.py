@@ -229,7 +229,18 @@ GUARDS = {
     "_same_kind: different map scopes": lambda: pair("g8", link=False, two_maps=True),
     "_same_kind: emit modes differ": lambda: _frontend("g9", emit2="exclusive"),
     "_same_levels: frontend directions differ": lambda: _frontend("g10", reverse2=True),
+    "_same_kind: one scan pinned by the user": lambda: _pinned("g12", implementation="levels_outside"),
+    "_same_kind: one scan asks for a stricter class": lambda: _pinned("g13", reproducibility="exact"),
 }
+
+
+def _pinned(name: str, **pin) -> dace.SDFG:
+    """``_frontend``'s pair with the second scan's ``implementation`` or ``reproducibility`` set by the user
+    (the fused node would keep only the first's)."""
+    sdfg = _frontend(name)
+    for key, value in pin.items():
+        setattr(_scans(sdfg)[1], key, value)
+    return sdfg
 
 
 @pytest.mark.parametrize("build", list(GUARDS.values()), ids=list(GUARDS))

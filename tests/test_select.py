@@ -70,6 +70,20 @@ def test_a_target_the_node_does_not_run_on_is_an_error():
         sdfg_scan.select_expansions(sdfg, target="tpu")
 
 
+def test_a_pin_for_another_target_names_the_implementations_of_this_one():
+    """A CPU-only pin on a GPU node: a weaker class would not help, so the message names the GPU's
+    implementations that fit (target, floor, node); a pin the node itself rules out suggests only unpinning."""
+    sdfg, node = _reduce("cell", implementation="blocked")
+    sdfg.apply_gpu_transformations()
+    with pytest.raises(ValueError) as refused:
+        sdfg_scan.select_expansions(sdfg, target="gpu")
+    assert str(refused.value).endswith("unpin it (implementation='auto') or pin one for the GPU (sequential, tree)")
+    sdfg, node = _reduce("k", op="sum", implementation="kvector")   # min/max/argmin/argmax only
+    with pytest.raises(ValueError) as refused:
+        sdfg_scan.select_expansions(sdfg)
+    assert "weaker class" not in str(refused.value) and str(refused.value).endswith("(implementation='auto')")
+
+
 def test_the_layout_is_computed_once_from_the_operands():
     for layout, want in (("cell", "cell"), ("k", "k")):
         node = CumulativeScan("cs", axis=1)

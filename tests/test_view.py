@@ -157,3 +157,33 @@ def test_help_does_not_import_dace():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          cwd=Path(__file__).resolve().parents[1]).stdout
     assert "standalone HTML page" in out and out.strip().endswith("exit 0 False")
+
+
+def _body(c, x, k):
+    (s,) = c
+    return (s + x[0],), ()
+
+
+def _no_scan(a, b, c):
+    c[:] = a
+
+
+def _one_scan(a, b, c):
+    b[:] = sdfg_scan.scan(_body, (0.0,), (a,), axis=1)
+
+
+def _two_scans(a, b, c):
+    b[:] = sdfg_scan.scan(_body, (0.0,), (a,), axis=1)
+    c[:] = sdfg_scan.scan(_body, (1.0,), (a,), axis=1)
+
+
+@pytest.mark.parametrize("prog, words", [(_no_scan, "0 scan bodies as graphs of their own"),
+                                         (_one_scan, "1 scan body as a graph of its own"),
+                                         (_two_scans, "2 scan bodies as graphs of their own")], ids=["0", "1", "2"])
+def test_view_cli_counts_the_scan_bodies(tmp_path, capsys, prog, words):
+    """The ``written:`` line counts the bodies drawn as graphs of their own, in words that fit the count."""
+    prog.__annotations__ = dict(a=dace.float64[N, K], b=dace.float64[N, K], c=dace.float64[N, K])
+    path, out = tmp_path / "p.sdfg", tmp_path / "p.html"
+    dace.program(prog).to_sdfg().save(str(path))
+    assert main(["view", str(path), "-o", str(out)]) == 0
+    assert f"written: {out} (standalone: opens without network or dace; {words})" in capsys.readouterr().out

@@ -44,7 +44,8 @@ class ScanFusion(xf.SingleStateTransformation):
 
     Legality checks (``can_be_applied``):
 
-    - ``_same_kind``: same ``columns`` (``"single"`` or ``"map"``), ``axis``, ``emit``, scope; both bodies
+    - ``_same_kind``: same ``columns`` (``"single"`` or ``"map"``), ``axis``, ``emit``, scope, the same
+      pinned ``implementation`` and ``reproducibility`` (the fused node keeps one of each); both bodies
       are strict column scans (no peeled prologue) with one sink block in the loop;
     - ``_same_levels``: same direction and the same level range ``[start, stop)`` once the bodies'
       symbols are mapped to the enclosing SDFG (``columns="map"``: the same level count);
@@ -110,6 +111,8 @@ def _same_kind(state, a: Scan, b: Scan) -> bool:
         return False
     if (a.columns, a.axis, a.emit) != (b.columns, b.axis, b.emit) or a.columns not in ("single", "map"):
         return False   # columns="cells": the fused node would need one map over cells for both
+    if (a.implementation, a.reproducibility) != (b.implementation, b.reproducibility):
+        return False   # the fused node has one pin and one class: a user's choice for either would be lost
     sd = state.scope_dict()
     if sd[a] is not sd[b]:
         return False
