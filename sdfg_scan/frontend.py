@@ -20,6 +20,7 @@ from sdfg_scan.frontend_common import (  # noqa: F401
     input_desc,
     kless_init,
     literal,
+    promoted,
     same_shape,
     unit_column_view,
 )
@@ -47,16 +48,19 @@ def _lower_linear_recurrence(pv, sdfg, state, a, b, axis=-1, reverse=False, init
     ax = axis_argument(axis, len(desc.shape), api)
     init = getattr(init, "value", init)
     has_init = isinstance(init, str)
-    result, _ = sdfg.add_temp_transient(desc.shape, desc.dtype)
-    inputs, outputs, produced = {"a": a, "b": b}, {"_out": result}, {}
+    if has_init and init not in sdfg.arrays:
+        raise TypeError(f"sdfg_scan.{api}: init must be a number, a scalar or a K-less array, got {init!r}")
+    (a, b), produced, dtype = promoted(sdfg, state, [a, b])  # mixed dtypes: NumPy's result type, as the Python call
+    result, _ = sdfg.add_temp_transient(desc.shape, dtype)
+    inputs, outputs = {"a": a, "b": b}, {"_out": result}
     if has_init:
-        if init not in sdfg.arrays:
-            raise TypeError(f"sdfg_scan.{api}: init must be a number, a scalar or a K-less array, got {init!r}")
         if len(desc.shape) == 1:  # one column: a (1, K) problem, so that the node has a K-less init (one value)
-            inputs = {"a": unit_column_view(pv, sdfg, a), "b": unit_column_view(pv, sdfg, b)}
+            inputs = {"a": unit_column_view(pv, sdfg, a, state, produced),
+                      "b": unit_column_view(pv, sdfg, b, state, produced)}
             outputs, ax = {"_out": unit_column_view(pv, sdfg, result)}, 1
         colshape = list(desc.shape[:ax]) + list(desc.shape[ax + 1:]) if len(desc.shape) > 1 else [1]
-        inputs["init"], produced = kless_init(sdfg, state, init, colshape, desc.dtype)
+        inputs["init"], written = kless_init(sdfg, state, init, colshape, dtype)
+        produced.update(written)
     node = LinearRecurrence(api, axis=ax, reverse=bool(literal(reverse, api)), has_init=has_init,
                             init_value=0.0 if (init is None or has_init) else float(init))
     add_node(sdfg, state, node, inputs, outputs, produced)
@@ -92,8 +96,10 @@ def _lower_tridiagonal(api: str, node_cls, ins: tuple[str, ...], outs: tuple[str
             raise TypeError(f"sdfg_scan.{api}: expected {len(ins)} arrays ({', '.join(ins)}), got {len(args)}")
         descs = [input_desc(sdfg, name, api) for name in args]
         node = node_cls(api, axis=axis_argument(axis, len(descs[-1].shape), api), **fixed)
-        results = [sdfg.add_temp_transient(descs[-1].shape, descs[-1].dtype)[0] for _ in outs]
-        add_node(sdfg, state, node, dict(zip(ins, args, strict=True)), dict(zip(outs, results, strict=True)))
+        args, produced, dtype = promoted(sdfg, state, list(args))  # mixed dtypes: NumPy's result type
+        results = [sdfg.add_temp_transient(descs[-1].shape, dtype)[0] for _ in outs]
+        add_node(sdfg, state, node, dict(zip(ins, args, strict=True)), dict(zip(outs, results, strict=True)),
+                 produced)
         return results[0] if len(results) == 1 else tuple(results)
 
     return lower

@@ -6,6 +6,8 @@ arrays as data names, Python constants as values, string literals wrapped (``.va
 
 from __future__ import annotations
 
+import ast
+import functools
 from collections.abc import Callable
 
 import dace
@@ -14,11 +16,12 @@ from dace.frontend.common import op_repository as oprepo
 
 
 def replaces(*names: str) -> Callable:
-    """Register one lowering under every name a program may call it by."""
+    """Register one lowering under every name a program may call it by (its results cast where the call is
+    assigned to an array of another dtype: :func:`cast_for_assignment`)."""
 
     def wrap(fn: Callable) -> Callable:
         for name in names:
-            oprepo.replaces(name)(fn)
+            oprepo.replaces(name)(_casting(fn))
         return fn
 
     return wrap
@@ -29,10 +32,86 @@ def replaces_method(method: str) -> Callable:
 
     def wrap(fn: Callable) -> Callable:
         for cls in ("Array", "View"):
-            oprepo.replaces_method(cls, method)(fn)
+            oprepo.replaces_method(cls, method)(_casting(fn))
         return fn
 
     return wrap
+
+
+def _casting(lower: Callable) -> Callable:
+    @functools.wraps(lower)
+    def lower_and_cast(pv, sdfg, state, *args, **kwargs):
+        return cast_for_assignment(pv, sdfg, state, lower(pv, sdfg, state, *args, **kwargs))
+
+    return lower_and_cast
+
+
+def cast_for_assignment(pv, sdfg: dace.SDFG, state: dace.SDFGState, results):
+    """``results`` of a lowered call, each converted by a map to the dtype of the array it is assigned to
+    where that differs, as NumPy casts on assignment: ``o32[:] = sdfg_scan.cumsum(x64)``, ``w[:], cp[:] =
+    sdfg_scan.tridiagonal_factor(...)``. DaCe would copy instead, and its simplification would then have the
+    node write into the other dtype, which no node accepts (a converting copy does not compile either).
+
+    A result bound to a name that the program later assigns to an array of another dtype (``y = ...;
+    o32[:] = y``) is copied once by a map, which DaCe's simplification then lets write into that array
+    (converting), as for the result of any elementwise expression."""
+    names = list(results) if isinstance(results, (tuple, list)) else [results]
+    targets, bound = _assignment_targets(pv, len(names))
+    for i, (name, target, var) in enumerate(zip(names, targets, bound, strict=True)):
+        desc = sdfg.arrays.get(name) if isinstance(name, str) else None
+        if desc is None or not desc.transient:
+            continue
+        if target is not None and target.dtype != desc.dtype:
+            dtype = target.dtype
+        elif var is not None and _copied_to_other_dtype(pv, var, desc.dtype):
+            dtype = desc.dtype
+        else:
+            continue
+        writer = next((n for n in state.data_nodes() if n.data == name and state.in_degree(n) > 0), None)
+        if writer is not None:
+            names[i] = cast_copy(sdfg, state, name, dtype, False, writer)[0]
+    return tuple(names) if isinstance(results, (tuple, list)) else names[0]
+
+
+def _assignment_targets(pv, count: int) -> tuple[list[dace.data.Data | None], list[str | None]]:
+    """Where the results of the call being lowered go, one entry per result in each list: the descriptor of
+    the existing array it is assigned to, or the new name it is bound to (None where neither: the call is
+    no direct right-hand side)."""
+    stack = getattr(pv, "current_ast_stack", [])
+    if len(stack) < 2 or not isinstance(stack[-2], ast.Assign) or stack[-2].value is not stack[-1]:
+        return [None] * count, [None] * count
+    target = stack[-2].targets[0]
+    elts = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+    if len(stack[-2].targets) != 1 or len(elts) != count:
+        return [None] * count, [None] * count
+    arrays, bound = [], []
+    for elt in elts:
+        desc = _target_desc(pv, elt)
+        arrays.append(desc)
+        bound.append(elt.id if desc is None and isinstance(elt, ast.Name) else None)
+    return arrays, bound
+
+
+def _target_desc(pv, target: ast.AST) -> dace.data.Data | None:
+    """The descriptor of the existing array an assignment target (``o``, ``o[:, 1:]``) writes, else None."""
+    while isinstance(target, ast.Subscript):
+        target = target.value
+    if not isinstance(target, ast.Name):
+        return None
+    name = {**pv.variables, **pv.scope_vars}.get(target.id)
+    return {**pv.scope_arrays, **pv.sdfg.arrays}.get(name) if name is not None else None
+
+
+def _copied_to_other_dtype(pv, var: str, dtype: dace.typeclass) -> bool:
+    """Whether the program assigns the name ``var`` as it is (``o[:] = var``) to an array of a dtype other
+    than ``dtype``."""
+    program = getattr(pv, "program_ast", None)
+    for node in ast.walk(program) if program is not None else ():
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id == var:
+            descs = [_target_desc(pv, t) for t in node.targets]
+            if any(d is not None and d.dtype != dtype for d in descs):
+                return True
+    return False
 
 
 def literal(value, what: str):
@@ -91,11 +170,13 @@ def add_node(sdfg: dace.SDFG, state: dace.SDFGState, node: dace.nodes.LibraryNod
         state.add_edge(node, conn, state.add_write(data), None, dace.Memlet.from_array(data, sdfg.arrays[data]))
 
 
-def cast_copy(sdfg: dace.SDFG, state: dace.SDFGState, src: str, dtype: dace.typeclass,
-              flatten: bool) -> tuple[str, dace.nodes.AccessNode]:
+def cast_copy(sdfg: dace.SDFG, state: dace.SDFGState, src: str, dtype: dace.typeclass, flatten: bool,
+              src_node: dace.nodes.AccessNode | None = None) -> tuple[str, dace.nodes.AccessNode]:
     """A new transient holding ``src`` converted to ``dtype`` (C conversion: as NumPy's ``astype``), of
-    ``src``'s shape, or with ``flatten`` 1-d in C order (``src.ravel()``). One parallel map; returns the
-    transient and its written access node (read the result from it: :func:`add_node` ``produced``)."""
+    ``src``'s shape, or with ``flatten`` 1-d in C order (``src.ravel()``). One parallel map, reading
+    ``src_node`` if given (the access node ``src`` was written to in ``state``: the map runs after its
+    writer); returns the transient and its written access node (read the result from it: :func:`add_node`
+    ``produced``)."""
     desc = sdfg.arrays[src]
     shape = list(desc.shape)
     idx = [f"__cast_i{d}" for d in range(len(shape))]
@@ -113,8 +194,25 @@ def cast_copy(sdfg: dace.SDFG, state: dace.SDFGState, src: str, dtype: dace.type
     _, _, mx = state.add_mapped_tasklet("cast", {i: f"0:{dace.symbolic.symstr(s)}" for i, s in zip(idx, shape,
                                                                                                   strict=True)},
                                         {"_i": dace.Memlet(f"{src}[{', '.join(idx)}]")}, "_o = _i",
-                                        {"_o": dace.Memlet(f"{dst}[{dst_index}]")}, external_edges=True)
+                                        {"_o": dace.Memlet(f"{dst}[{dst_index}]")}, external_edges=True,
+                                        input_nodes={src: src_node} if src_node is not None else None)
     return dst, state.out_edges(mx)[0].dst
+
+
+def promoted(sdfg: dace.SDFG, state: dace.SDFGState, names: list[str]
+             ) -> tuple[list[str], dict[str, dace.nodes.AccessNode], dace.typeclass]:
+    """The arrays ``names`` converted to one dtype, ``np.result_type`` of theirs, as NumPy computes mixed
+    operands. Each array of another dtype is converted by a map (:func:`cast_copy`); returns the names to
+    read (the converted transients in place of those arrays), the ``produced`` map for :func:`add_node`, and
+    the dtype."""
+    dtype = dace.dtypes.typeclass(np.result_type(*(sdfg.arrays[n].dtype.as_numpy_dtype() for n in names)).type)
+    out, produced = [], {}
+    for name in names:
+        if sdfg.arrays[name].dtype != dtype:
+            cast, written = cast_copy(sdfg, state, name, dtype, False)
+            name, produced[cast] = cast, written
+        out.append(name)
+    return out, produced, dtype
 
 
 def broadcast_copy(sdfg: dace.SDFG, state: dace.SDFGState, src: str, shape: list, dtype: dace.typeclass
@@ -149,31 +247,44 @@ def kless_init(sdfg: dace.SDFG, state: dace.SDFGState, name: str, colshape: list
 
     A scalar (or an array of one element) is broadcast to ``colshape`` -- and converted to ``dtype`` when
     given -- by a map before the node (the node's K-less operand has one value per column); a K-less array
-    is passed as it is (the node's ``validate`` checks it). An empty ``colshape`` (1-d operands: one column)
+    is passed as it is (the node's ``validate`` checks it), converted to ``dtype`` by a map where that differs
+    (as NumPy converts ``init``). An empty ``colshape`` (1-d operands: one column)
     takes a scalar as it is."""
     desc = sdfg.arrays[name]
     target = list(colshape) or [1]
+    if not is_single_element(desc) and dtype not in (None, desc.dtype):  # a K-less array of another dtype
+        dst, written = cast_copy(sdfg, state, name, dtype, False)
+        return dst, {dst: written}
     if not is_single_element(desc) or (same_shape(desc.shape, target) and dtype in (None, desc.dtype)):
         return name, {}
     dst, written = broadcast_copy(sdfg, state, name, target, dtype or desc.dtype)
     return dst, {dst: written}
 
 
-def unit_column_view(pv, sdfg: dace.SDFG, name: str) -> str:
+def unit_column_view(pv, sdfg: dace.SDFG, name: str, state: dace.SDFGState | None = None,
+                     produced: dict[str, dace.nodes.AccessNode] | None = None) -> str:
     """A view of the array ``name`` with a leading axis of length 1: a 1-d operand seen as one column of a
     2-d one (``x[None, :]``), for the nodes that need a column axis besides the scan axis. The view is
     registered with the program visitor, which connects it to ``name`` when the program is parsed (as
-    for ``np.reshape``); read it as an input or write it as an output."""
+    for ``np.reshape``); read it as an input or write it as an output. An input the lowering wrote in
+    ``state`` (``name`` in ``produced``: a conversion map's result) is viewed from that write instead, and
+    the view's access node added to ``produced``, so that the node reads it after the map."""
     desc = sdfg.arrays[name]
     shape = [1] + list(desc.shape)
     strides = [desc.strides[0] * desc.shape[0]] + list(desc.strides)
     view, vdesc = sdfg.add_view(name, shape, desc.dtype, storage=desc.storage, strides=strides,
                                 offset=[0] + list(desc.offset), find_new_name=True)
-    pv.views[view] = (name, dace.Memlet(data=name, subset=dace.subsets.Range.from_array(desc),
-                                        other_subset=dace.subsets.Range.from_array(vdesc)))
+    memlet = dace.Memlet(data=name, subset=dace.subsets.Range.from_array(desc),
+                         other_subset=dace.subsets.Range.from_array(vdesc))
+    if state is not None and produced is not None and name in produced:
+        node = state.add_access(view)
+        state.add_edge(produced[name], None, node, "views", memlet)
+        produced[view] = node
+    else:
+        pv.views[view] = (name, memlet)
     return view
 
 
-__all__ = ["add_node", "axis_argument", "broadcast_copy", "cast_copy", "dtype_argument", "input_desc",
-           "is_single_element", "kless_init", "literal", "replaces", "replaces_method", "same_shape",
-           "unit_column_view"]
+__all__ = ["add_node", "axis_argument", "broadcast_copy", "cast_copy", "cast_for_assignment", "dtype_argument",
+           "input_desc", "is_single_element", "kless_init", "literal", "promoted", "replaces", "replaces_method",
+           "same_shape", "unit_column_view"]

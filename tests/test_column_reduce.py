@@ -343,3 +343,15 @@ def test_gpu_codegen(gpu_sdfg):
 @pytest.mark.slow
 def test_gpu_nvcc(gpu_sdfg, tmp_path):
     nvcc_compile(cuda_code(gpu_sdfg), tmp_path)
+
+
+def test_mask_of_another_dtype_is_refused_naming_numpys_dtype():
+    """The message names NumPy's dtype (``int32``), not the C type (``int``)."""
+    n, k = dace.symbol("N"), dace.symbol("K")
+
+    @dace.program
+    def prog(x: dace.float64[n, k], m: dace.int32[n, k], s: dace.float64[n]):
+        s[:] = sdfg_scan.column_reduce(x, "sum", axis=1, mask=m)
+
+    with pytest.raises(Exception, match="ColumnReduce 'column_reduce': connector '_mask' has dtype int32, expected bool"):
+        prog.to_sdfg().validate()

@@ -255,7 +255,8 @@ def test_dtype_and_shape_mismatch():
     node = CumulativeScan("m")
     state.add_edge(state.add_read("x"), None, node, "_in", dace.Memlet("x[0:N, 0:K]"))
     state.add_edge(node, "_out", state.add_write("y"), None, dace.Memlet("y[0:N, 0:K]"))
-    with pytest.raises(Exception, match="'_out' has dtype float"):
+    # NumPy's dtype names, as the README documents the message (not the C types "float" and "double")
+    with pytest.raises(Exception, match=r"'_out' has dtype float32, expected the dtype of '_in' \(float64\)"):
         sdfg.validate()
     state.remove_node(next(n for n in state.data_nodes() if n.data == "y"))
     state.add_edge(node, "_out", state.add_write("z"), None, dace.Memlet("z[0:N, 0:K + 1]"))

@@ -120,3 +120,57 @@ def test_axis_errors_are_numpys(axis, error, message):
     for prog in _axis_programs(axis):
         with pytest.raises(error, match=f"sdfg_scan.{prog.f.__name__}: {message}"):
             prog.to_sdfg()
+
+
+@dace.program
+def other_dtypes(x: dace.float64[N, K], xi: dace.int32[N, K], a32: dace.float32[N, K], y0: dace.float32[N],
+                 v32: dace.float32[K], s: dace.float64, o1: dace.float32[N, K], o2: dace.int32[N, K],
+                 o3: dace.float32[N, K], o4: dace.float32[N, K], o5: dace.int32[N], w: dace.float32[N, K],
+                 cp: dace.float32[N, K], o6: dace.float32[N, K], o7: dace.float64[N, K], o8: dace.float64[N, K],
+                 o9: dace.float64[K]):
+    o1[:] = sdfg_scan.cumsum(x, axis=1)  # float64 sums, rounded into float32 (NumPy casts on assignment)
+    o2[:] = np.cumsum(xi, axis=1)  # int64 sums (NumPy's), wrapped into int32
+    o3[:, 1:] = sdfg_scan.cumprod(x[:, 1:], axis=1)
+    y = sdfg_scan.linear_recurrence(x, x, axis=1)
+    o4[:] = y  # through a name
+    o5[:] = sdfg_scan.column_reduce(x, "argmax", axis=1)  # int64 indices into int32
+    w[:], cp[:] = sdfg_scan.tridiagonal_factor(a32, x, a32, axis=1)  # float64 (mixed), into float32
+    o6[:] = sdfg_scan.window_reduce(x, [0.5, 0.25], [0, -1], axis=1)
+    # mixed operand dtypes: computed in NumPy's result type (float64), as the Python calls do
+    o7[:] = sdfg_scan.linear_recurrence(a32, x, axis=1, init=y0)
+    o8[:] = sdfg_scan.tridiagonal_solve(a32, x, a32, x, axis=1)
+    o9[:] = sdfg_scan.linear_recurrence(v32, x[0], init=s)  # one column (a (1, K) view of the converted input)
+
+
+@pytest.fixture(scope="module")
+def compiled_other_dtypes():
+    return other_dtypes.to_sdfg().compile()
+
+
+def test_results_assigned_to_other_dtypes_and_mixed_operands(compiled_other_dtypes):
+    """``o32[:] = sdfg_scan.cumsum(x64)`` casts as NumPy does (DaCe's simplification made the node write into
+    the float32 array, which its validation refused); operands of mixed dtypes are computed in NumPy's
+    result type (the node refused them); each compared with the Python call (the reference) bitwise."""
+    n, k = 5, 7
+    rng = np.random.default_rng(11)
+    x = rng.random((n, k)) + 4.0  # diagonally dominant for the tridiagonal calls
+    xi = rng.integers(2**30, 2**31 - 1, size=(n, k), dtype=np.int32)  # int64 sums leave int32's range
+    a32, y0, v32 = (rng.random(shape).astype(np.float32) for shape in ((n, k), n, k))
+    want = {
+        "o1": sdfg_scan.cumsum(x, axis=1).astype(np.float32),
+        "o2": np.cumsum(xi, axis=1).astype(np.int32),
+        "o3": np.concatenate([np.zeros((n, 1), np.float32), sdfg_scan.cumprod(x[:, 1:], axis=1)], axis=1,
+                             dtype=np.float32),
+        "o4": sdfg_scan.linear_recurrence(x, x, axis=1).astype(np.float32),
+        "o5": sdfg_scan.column_reduce(x, "argmax", axis=1).astype(np.int32),
+        "w": sdfg_scan.tridiagonal_factor(a32, x, a32, axis=1)[0].astype(np.float32),
+        "cp": sdfg_scan.tridiagonal_factor(a32, x, a32, axis=1)[1].astype(np.float32),
+        "o6": sdfg_scan.window_reduce(x, [0.5, 0.25], [0, -1], axis=1).astype(np.float32),
+        "o7": sdfg_scan.linear_recurrence(a32, x, axis=1, init=y0),
+        "o8": sdfg_scan.tridiagonal_solve(a32, x, a32, x, axis=1),
+        "o9": sdfg_scan.linear_recurrence(v32, x[0], init=0.25),
+    }
+    outs = {name: np.zeros_like(value) for name, value in want.items()}
+    compiled_other_dtypes(x=x, xi=xi, a32=a32, y0=y0, v32=v32, s=0.25, **outs, N=n, K=k)
+    for name, value in want.items():
+        assert outs[name].dtype == value.dtype and np.array_equal(outs[name], value), name

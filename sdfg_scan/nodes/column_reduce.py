@@ -304,7 +304,7 @@ class ColumnReduce(ColumnNode):
         axis = self.resolved_axis(len(x.shape))
         kless = x.shape[:axis] + x.shape[axis + 1:]
         if self.has_mask and self.operand(state, "_mask").dtype != dace.bool_:
-            raise self.error(f"connector '_mask' has dtype {self.operand(state, '_mask').dtype}, expected bool")
+            raise self.error(f"connector '_mask' has dtype {self.operand(state, '_mask').dtype.to_string()}, expected bool")
         out = self.operand(state, "_out")
         for conn in ("_out",) + (("_levels",) if self.has_levels else ()):
             shape = self.operand(state, conn).shape
@@ -312,7 +312,7 @@ class ColumnReduce(ColumnNode):
                 raise self.error(f"connector '{conn}' has shape {shape}, expected the K-less shape {kless} "
                                  f"(the shape of '_in' without axis {axis})")
         if self.has_levels and not np.issubdtype(self.operand(state, "_levels").dtype.as_numpy_dtype(), np.integer):
-            raise self.error(f"connector '_levels' has dtype {self.operand(state, '_levels').dtype}, "
+            raise self.error(f"connector '_levels' has dtype {self.operand(state, '_levels').dtype.to_string()}, "
                              f"expected an integer type")
         if self.op in ("argmin", "argmax"):
             want_dt = "int32 or int64"
@@ -320,9 +320,9 @@ class ColumnReduce(ColumnNode):
         elif self.op in ("any", "all"):
             want_dt, ok = "bool", out.dtype == dace.bool_
         else:
-            want_dt, ok = f"the dtype of '_in' ({x.dtype})", out.dtype == x.dtype
+            want_dt, ok = f"the dtype of '_in' ({x.dtype.to_string()})", out.dtype == x.dtype
         if not ok:
-            raise self.error(f"connector '_out' has dtype {out.dtype}, expected {want_dt} for op '{self.op}'")
+            raise self.error(f"connector '_out' has dtype {out.dtype.to_string()}, expected {want_dt} for op '{self.op}'")
 
     def kvector_fast(self, state: dace.SDFGState) -> bool:
         """Whether ``kvector`` takes its CPU vector fast path here: an unmasked selection op on float

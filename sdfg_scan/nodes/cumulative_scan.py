@@ -133,7 +133,7 @@ class CumulativeScan(ColumnNode):
             raise self.error(f"block_size must be positive, got {self.block_size}")
         src, dst = self.check_common(state, ["_in", "_out"])
         if src.dtype != dst.dtype:
-            raise self.error(f"connector '_out' has dtype {dst.dtype}, expected the dtype of '_in' ({src.dtype})")
+            raise self.error(f"connector '_out' has dtype {dst.dtype.to_string()}, expected the dtype of '_in' ({src.dtype.to_string()})")
         if self.op in ("min", "max") and src.dtype.as_numpy_dtype().kind == "c":
             raise self.error(f"connector '_in' has dtype {src.dtype.to_string()}, but op '{self.op}' needs "
                              f"ordered values: complex numbers have no order here (NumPy orders them "

@@ -116,8 +116,8 @@ class LinearRecurrence(ColumnNode):
         a, b, out = self.check_common(state, ["a", "b", "_out"])
         for op in (b, out):
             if op.dtype != a.dtype:
-                raise self.error(f"connector '{op.connector}' has dtype {op.dtype}, expected the dtype of 'a' "
-                                 f"({a.dtype})")
+                raise self.error(f"connector '{op.connector}' has dtype {op.dtype.to_string()}, expected the dtype of 'a' "
+                                 f"({a.dtype.to_string()})")
         if self.has_init:
             init = self.operand(state, "init")
             axis = self.resolved_axis(len(a.shape))
@@ -128,7 +128,7 @@ class LinearRecurrence(ColumnNode):
                                  f"(one value per column); broadcast a scalar to it first (sdfg_scan.linear_recurrence "
                                  f"does)")
             if init.dtype != a.dtype:
-                raise self.error(f"connector 'init' has dtype {init.dtype}, expected {a.dtype}")
+                raise self.error(f"connector 'init' has dtype {init.dtype.to_string()}, expected {a.dtype.to_string()}")
 
 
 

@@ -153,7 +153,7 @@ class WindowReduce(ColumnNode):
             raise self.error(f"connector '_in' has rank {len(x.shape)}, expected at least 2 (columns and levels); "
                              f"add a column axis of size 1")
         if x.dtype != out.dtype:
-            raise self.error(f"connector '_out' has dtype {out.dtype}, expected the dtype of '_in' ({x.dtype})")
+            raise self.error(f"connector '_out' has dtype {out.dtype.to_string()}, expected the dtype of '_in' ({x.dtype.to_string()})")
         if self.has_edge(state, "_in") and self.operand(state, "_in").edge.data.data == out.edge.data.data:
             raise self.error("'_in' and '_out' are the same container; the window reads levels the node writes")
         if self.weights_input:
@@ -167,7 +167,7 @@ class WindowReduce(ColumnNode):
             raise self.error("'_weights' and '_out' are the same container; give the weights in their own array")
         if not np.issubdtype(w.dtype.as_numpy_dtype(), np.integer) and \
                 not np.issubdtype(w.dtype.as_numpy_dtype(), np.floating):
-            raise self.error(f"connector '_weights' has dtype {w.dtype}, expected an integer or floating type")
+            raise self.error(f"connector '_weights' has dtype {w.dtype.to_string()}, expected an integer or floating type")
         try:
             kind = window_weight_kind(len(x.shape), len(w.shape))
         except ValueError as err:
