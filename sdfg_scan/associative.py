@@ -27,11 +27,13 @@ Called from Python it runs the NumPy reference. Inside ``@dace.program``:
 
 Both nodes have a ``sequential`` expansion (exact: the reference loop) and a ``parallel_prefix`` one
 (replay: the chunked order); selection under ``exact`` never takes ``parallel_prefix``. The result
-has the structure of ``xs``: one array, or a tuple of arrays in the order of ``xs``.
+has the structure of ``xs``: one array, or a tuple of arrays in the order of ``xs`` (a tuple of one,
+``(x,)``, included: ``fn`` then takes and returns tuples of one, as in the Python call).
 """
 
 from __future__ import annotations
 
+import ast
 import operator
 from collections.abc import Callable
 
@@ -74,10 +76,20 @@ def _program_constants(pv) -> dict:
             if isinstance(v, (bool, int, float, np.number))}
 
 
+def _xs_written_as_tuple(pv) -> bool:
+    """Whether the call being lowered writes ``xs`` as a tuple or list (DaCe passes a one-element one as its
+    element: ``(x,)`` arrives as ``x``)."""
+    call = next((n for n in reversed(getattr(pv, "current_ast_stack", [])) if isinstance(n, ast.Call)), None)
+    if call is None:
+        return False
+    xs = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "xs"), None)
+    return isinstance(xs, (ast.Tuple, ast.List))
+
+
 @_replaces("sdfg_scan.associative_scan", "sdfg_scan.associative.associative_scan")
 def _lower_associative_scan(pv, sdfg, state, fn, xs, axis=-1, reverse=False):
-    is_tuple = isinstance(xs, (tuple, list))
-    names = list(xs) if is_tuple else [xs]
+    is_tuple = isinstance(xs, (tuple, list)) or _xs_written_as_tuple(pv)
+    names = list(xs) if isinstance(xs, (tuple, list)) else [xs]
     if not names:
         raise ValueError(f"sdfg_scan.{API}: xs is an empty tuple; expected one array or a tuple of arrays")
     descs = [input_desc(sdfg, x, API) for x in names]
@@ -93,7 +105,7 @@ def _lower_associative_scan(pv, sdfg, state, fn, xs, axis=-1, reverse=False):
         node = CumulativeScan(API, op=op, axis=axis, reverse=reverse)
         conns_in, conns_out = ["_in"], ["_out"]
     else:
-        node = AssociativeScan(API, translate_combine(fn, len(names), _program_constants(pv)), axis=axis,
+        node = AssociativeScan(API, translate_combine(fn, len(names), _program_constants(pv), is_tuple), axis=axis,
                                reverse=reverse)
         conns_in = [f"_in{i}" for i in range(len(names))]
         conns_out = [f"_out{i}" for i in range(len(names))]

@@ -164,6 +164,26 @@ def test_program_lowers_a_tuple_lambda_and_returns_the_structure_of_xs():
     assert np.array_equal(y, want[0]) and np.array_equal(w, want[1])
 
 
+def test_program_one_array_in_a_tuple_takes_and_returns_tuples():
+    """``xs=(x,)`` (or ``[x]``): ``fn`` takes and returns tuples of one, as the Python call (DaCe hands the
+    lowering the one array, so the call's source tells the forms apart)."""
+    def prog(x, y, w):
+        r, = sdfg_scan.associative_scan(lambda p, q: (p[0] * 0.5 + q[0],), (x,), axis=1)
+        y[:] = r
+        (s,) = sdfg_scan.associative_scan(lambda p, q: (np.maximum(p[0], q[0]),), xs=[x], axis=1, reverse=True)
+        w[:] = s
+
+    sdfg = _program(prog, ["x", "y", "w"]).to_sdfg()
+    assert sorted(list(n.combine) for n in _nodes(sdfg, AssociativeScan)) == [
+        ["a0 * 0.5 + b0"], ["a0 if a0 > b0 or a0 != a0 else b0"]]
+    _, a, _, _ = _inputs(3, 9, seed=5)
+    y, w = np.zeros_like(a), np.zeros_like(a)
+    sdfg(x=a, y=y, w=w, N=3, K=9)
+    (want_y,) = reference.associative_scan(lambda p, q: (p[0] * 0.5 + q[0],), (a,), axis=1)
+    (want_w,) = reference.associative_scan(lambda p, q: (np.maximum(p[0], q[0]),), [a], axis=1, reverse=True)
+    assert np.array_equal(y, want_y) and np.array_equal(w, want_w)
+
+
 def test_program_middle_axis_of_three_dimensions():
     """Columns over the two other axes; ``auto`` (selection) and a pinned ``parallel_prefix`` on one program;
     the unread first result of the pair is removed by DaCe (the node writes only the second)."""

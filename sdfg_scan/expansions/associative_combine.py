@@ -111,7 +111,7 @@ class _Locals(ast.NodeTransformer):
 class _Translator:
     """Translates ``fn`` for ``n`` arrays into the normal form (module docstring)."""
 
-    def __init__(self, fn: Callable | str, n: int, constants: dict):
+    def __init__(self, fn: Callable | str, n: int, constants: dict, tupled: bool = False):
         self.node = _function_node(fn)
         self.name = getattr(self.node, "name", "<lambda>")
         params = [a.arg for a in self.node.args.args]
@@ -119,9 +119,11 @@ class _Translator:
             raise _err(f"fn takes (earlier, later), two arguments, got parameters {params}")
         self.a, self.b = params
         self.n = n
-        # with one array the arguments are plain values; with n, tuples of n read as a[i] or unpacked
+        # with one array the arguments are plain values; with a tuple of n (n = 1 too), tuples of n read as
+        # a[i] or unpacked
+        self.tupled = tupled or n > 1
         self.env: dict[str, ast.expr] = {}
-        if n == 1:
+        if not self.tupled:
             self.env = {self.a: ast.Name("_sc_c0", ast.Load()), self.b: ast.Name("_sc_x0", ast.Load())}
         self.tr = BodyExpressions(self.a, self.b, None, n, 0.0, None, constants, api=API, what="fn")
 
@@ -130,7 +132,7 @@ class _Translator:
         indexed: set[int] = set()
         for sub in ast.walk(expr):
             if isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name) and sub.value.id in (self.a, self.b):
-                if self.n == 1:
+                if not self.tupled:
                     raise _err(f"fn indexes its argument in '{ast.unparse(sub)}', but xs is one array: "
                                f"'{sub.value.id}' is one value")
                 i = sub.slice.value if isinstance(sub.slice, ast.Constant) else None
@@ -139,7 +141,7 @@ class _Translator:
                                f"constant 0 <= i < {self.n} (one per array of xs)")
                 indexed.add(id(sub.value))
         for sub in ast.walk(expr):
-            if isinstance(sub, ast.Name) and sub.id in (self.a, self.b) and self.n > 1 and id(sub) not in indexed:
+            if isinstance(sub, ast.Name) and sub.id in (self.a, self.b) and self.tupled and id(sub) not in indexed:
                 raise _err(f"fn uses its argument '{sub.id}' whole in '{ast.unparse(expr)}'; with {self.n} arrays "
                            f"it is a tuple: read {sub.id}[i] or unpack it ({', '.join(f'v{i}' for i in range(self.n))} "
                            f"= {sub.id})")
@@ -148,7 +150,7 @@ class _Translator:
         """``text`` with the translator's names of the arguments written as in fn (``a``, ``b[1]``)."""
         def name(m: re.Match) -> str:
             arg = self.a if m.group(1) == "c" else self.b
-            return arg if self.n == 1 else f"{arg}[{m.group(2)}]"
+            return arg if not self.tupled else f"{arg}[{m.group(2)}]"
 
         return re.sub(r"_sc_([cx])(\d+)", name, text)
 
@@ -173,7 +175,7 @@ class _Translator:
             self.env[target.id] = self.expression(value)
             return
         if isinstance(target, (ast.Tuple, ast.List)):
-            if isinstance(value, ast.Name) and value.id in (self.a, self.b) and self.n > 1:
+            if isinstance(value, ast.Name) and value.id in (self.a, self.b) and self.tupled:
                 values: list[ast.expr] = [ast.Subscript(ast.Name(value.id, ast.Load()), ast.Constant(i), ast.Load())
                                           for i in range(self.n)]
             elif isinstance(value, (ast.Tuple, ast.List)):
@@ -225,16 +227,17 @@ class _Translator:
 
     def _results(self, value: ast.expr) -> list[ast.expr]:
         if isinstance(value, (ast.Tuple, ast.List)):
-            if self.n == 1:
+            if not self.tupled:
                 raise _err(f"fn returns a tuple of {len(value.elts)} value(s), but xs is one array: return "
                            f"one value")
             if len(value.elts) != self.n:
                 raise _err(f"fn returns {len(value.elts)} value(s), but xs has {self.n} arrays; return one "
                            f"value per array, in the order of xs")
             return list(value.elts)
-        if self.n > 1:
-            raise _err(f"fn returns one value '{ast.unparse(value)}', but xs has {self.n} arrays; return a "
-                       f"tuple of {self.n} values")
+        if self.tupled:
+            has = f"has {self.n} arrays" if self.n > 1 else "is a tuple of one array"
+            raise _err(f"fn returns one value '{ast.unparse(value)}', but xs {has}; return a tuple of "
+                       f"{self.n if self.n > 1 else 'one'} value{'s' if self.n > 1 else ''}")
         return [value]
 
     def normal_form(self) -> list[str]:
@@ -258,18 +261,19 @@ class _Slots(ast.NodeTransformer):
         return node
 
 
-def translate_combine(fn: Callable | str, n: int, constants: dict | None = None) -> list[str]:
+def translate_combine(fn: Callable | str, n: int, constants: dict | None = None, tupled: bool = False) -> list[str]:
     """The normal form of ``fn`` for ``n`` arrays (module docstring): one expression per array.
 
     :param fn: a Python function (``def`` or lambda) or the source text of a lambda.
     :param constants: numbers ``fn`` may read by name, besides those of its own module and closure.
+    :param tupled: ``xs`` is a tuple (of one array, where ``n`` is 1): ``fn`` takes and returns tuples.
     :raises ValueError: naming ``sdfg_scan.associative_scan`` and what was found, for a statement,
         call or name that cannot be lowered, or a result that is not one value per array.
     """
     found = dict(constants or {})
     if not isinstance(fn, str):
         found.update(numeric_free_names(fn))
-    return _Translator(fn, n, found).normal_form()
+    return _Translator(fn, n, found, tupled).normal_form()
 
 
 # -- checking the normal form ------------------------------------------------------------------------
