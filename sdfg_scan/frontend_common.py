@@ -160,7 +160,14 @@ def add_node(sdfg: dace.SDFG, state: dace.SDFGState, node: dace.nodes.LibraryNod
     """Add ``node`` with whole-array memlets from ``inputs`` and to ``outputs`` (connector -> data).
 
     ``produced``: access nodes written earlier in ``state`` (data -> node), read from so that ``node``
-    runs after their writer."""
+    runs after their writer. A label another library node of the program has gets a suffix (``scan``,
+    ``scan_1``, ...): reports, selection reasons and pins name nodes by label."""
+    taken = {n.label for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.LibraryNode)}
+    label, i = node.label, 0
+    while label in taken:
+        i += 1
+        label = f"{node.label}_{i}"
+    node.label = label
     state.add_node(node)
     produced = produced or {}
     for conn, data in inputs.items():

@@ -174,3 +174,23 @@ def test_results_assigned_to_other_dtypes_and_mixed_operands(compiled_other_dtyp
     compiled_other_dtypes(x=x, xi=xi, a32=a32, y0=y0, v32=v32, s=0.25, **outs, N=n, K=k)
     for name, value in want.items():
         assert outs[name].dtype == value.dtype and np.array_equal(outs[name], value), name
+
+
+def _running_sum(c, x, k):
+    s, = c
+    return (s + x[0],), (s,)
+
+
+def test_calls_of_one_function_get_distinct_labels():
+    """Two ``scan`` and two ``cumsum`` calls: labels ``scan``, ``scan_1``, ``cumsum``, ``cumsum_1`` (reports,
+    selection reasons and pins name nodes by label; both scans were ``scan``)."""
+    @dace.program
+    def prog(x: dace.float64[N, K], s0: dace.float64[N], o: dace.float64[N, K], o2: dace.float64[N, K],
+             o3: dace.float64[N, K]):
+        o[:] = sdfg_scan.scan(_running_sum, (s0,), (x,), axis=1, carries=())
+        o2[:] = sdfg_scan.scan(_running_sum, (s0,), (x,), axis=1, reverse=True, carries=())
+        o3[:] = sdfg_scan.cumsum(x, axis=1) + sdfg_scan.cumsum(o2, axis=1)
+
+    sdfg = prog.to_sdfg(simplify=False)
+    labels = sorted(n.label for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.LibraryNode))
+    assert labels == ["cumsum", "cumsum_1", "scan", "scan_1"]
