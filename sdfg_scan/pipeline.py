@@ -113,15 +113,17 @@ class OptimizeReport:
     def table(self) -> str:
         rows = [f"target={self.target} reproducibility={self.reproducibility} scans {self.scans_before} -> "
                 f"{self.scans_after}; applied {self.applied or '{}'}; skipped {self.skipped or '[]'}",
-                f"lifted {self.scans_lifted}, copies removed {self.copies_removed}, carry slots removed "
+                f"lifted {self.scans_lifted} (Scan nodes now {sum(s.lifted for s in self.scans)}), copies removed "
+                f"{self.copies_removed}, carry slots removed "
                 f"{self.carries_removed} / demoted {self.carries_demoted}, branches peeled {self.branches_peeled}, "
                 f"scans fused {self.scans_fused} / split {self.scans_split}, outputs in place {self.outputs_in_place}, "
                 f"specialised {self.scans_specialised}, own their cell map {self.scans_with_cells}, "
                 f"pointwise maps vectorised {self.maps_vectorized}, transients made persistent "
                 f"{self.transients_persistent}",
                 self.flags_line()]
-        head = ("scan", "kind", "dir", "levels", "lifted", "copies-", "carries", "peeled", "impl (class)")
-        body = [(s.label, s.kind, s.direction, s.levels, str(s.lifted), str(s.copies_removed),
+        # "Scan node": the scan is a Scan node now (lifted by this run or built as one), else still a loop
+        head = ("scan", "kind", "dir", "levels", "Scan node", "copies-", "carries", "peeled", "impl (class)")
+        body = [(s.label, s.kind, s.direction, s.levels, "yes" if s.lifted else "no (loop)", str(s.copies_removed),
                  f"{s.carries_before}->{s.carries_after}", str(s.branches_peeled),
                  f"{s.implementation} ({s.reproducibility})") for s in self.scans]
         rows += _columns([head] + body)

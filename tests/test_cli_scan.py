@@ -23,6 +23,12 @@ def test_optimize_lifts_and_selects():
     assert r.lifted and r.implementation == "sequential" and r.reproducibility == "exact"
     assert [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Scan)]
     assert "sequential (exact)" in report.table()
+    assert "lifted 1 (Scan nodes now 1)" in report.table()
+    # optimize again: nothing left to lift, the row still a Scan node (the count and the rows agree)
+    again = pipeline.optimize(sdfg).table()
+    assert "lifted 0 (Scan nodes now 1)" in again
+    (row,) = [line for line in again.splitlines() if line.startswith(r.label + " ")]
+    assert " yes " in row and "no (loop)" not in row
 
 
 def test_optimize_rejects_bad_options():
