@@ -188,7 +188,7 @@ def autotune(sdfg: dace.SDFG, args: dict, target: str = "cpu", reproducibility: 
         node.implementation = node.selected = best
         node.selection_reason = reason
         if store:
-            store = _store(tuning_cache.node_key(node, state, target),
+            store = _store(tuning_cache.node_key(node, state, target, ctx.floor),
                            {"implementation": best, "times": times, "sizes": symbols, "reproducibility": ctx.floor})
         klass = getattr(specs(node)[best], "reproducibility", "exact")
         choices.append(Choice(node.label, type(node).__name__, best, target, klass,

@@ -93,7 +93,7 @@ def choose(node, state: dace.SDFGState, target: str | None = None, floor: str | 
     ranked = sorted(costs, key=lambda n: (costs[n], list(costs).index(n)))
     best, cached = ranked[0], False
     cache = tuning_cache.load() if use_cache else {}
-    hit = cache.get(tuning_cache.node_key(node, state, ctx.target)) if cache else None
+    hit = cache.get(tuning_cache.node_key(node, state, ctx.target, ctx.floor)) if cache else None
     if hit is not None and hit.get("implementation") in costs and hit.get("reproducibility", ctx.floor) == ctx.floor:
         best, cached = hit["implementation"], True
         times = hit.get("times", {})

@@ -4,7 +4,7 @@ One JSON file, ``autotune.json``, in the user's cache directory (``$XDG_CACHE_HO
 ``~/.cache/sdfg_scan``); the environment variable ``SDFG_SCAN_CACHE`` names another directory. An
 entry is keyed by the node's signature (class and semantic properties; a ``Scan``'s body by content
 hash), its operands' shapes, strides and dtypes as the SDFG states them (symbolic where the SDFG is), the
-target and the machine (processor model, core count); its value is the winning implementation,
+target, the reproducibility class it was tuned at and the machine (processor model, core count); its value is the winning implementation,
 the measured times and the sizes it was tuned at.
 """
 
@@ -51,8 +51,9 @@ def _without_guids(obj):
     return obj
 
 
-def node_key(node, state, target: str) -> str:
-    """The cache key of ``node`` in ``state`` for ``target`` on this machine."""
+def node_key(node, state, target: str, reproducibility: str = "exact") -> str:
+    """The cache key of ``node`` in ``state`` for ``target`` and the class floor ``reproducibility`` on this
+    machine (a node tuned at two classes keeps a winner for each)."""
     props = {p: str(getattr(node, p)) for p in SEMANTIC if hasattr(node, p)}
     body = getattr(node, "body", None)
     if body is not None:
@@ -68,7 +69,7 @@ def node_key(node, state, target: str) -> str:
         conn = e.dst_conn if e.dst is node else e.src_conn
         ops.append([str(conn), [str(s) for s in e.data.subset.size()], [str(s) for s in desc.strides],
                     desc.dtype.to_string()])
-    raw = json.dumps([type(node).__name__, props, ops, target, machine_id()], sort_keys=True)
+    raw = json.dumps([type(node).__name__, props, ops, target, reproducibility, machine_id()], sort_keys=True)
     return hashlib.sha1(raw.encode()).hexdigest()
 
 

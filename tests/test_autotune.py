@@ -215,3 +215,22 @@ def test_a_cache_that_cannot_be_written_is_one_warning(tmp_path, monkeypatch):
     with pytest.warns(UserWarning, match=r"cannot write the tuning cache '.*a_file/cache/autotune.json'") as caught:
         (tuned,) = sdfg_scan.autotune(sdfg, {"_in": np.zeros((8, 3)), "_out": np.zeros((8, 3))}, progress=None)
     assert len(caught) == 1 and tuned.implementation == only_node(sdfg)[0].implementation == "blocked"
+
+
+def test_a_node_tuned_at_two_classes_keeps_both_winners(tmp_path, monkeypatch):
+    """Tuned at ``exact`` and then at ``replay`` (where ``parallel_prefix`` is eligible and wins), the cache
+    holds a winner per class: the second run replaced the first. (Builds and timings stubbed.)"""
+    import sys
+
+    at = sys.modules["sdfg_scan.autotune"]
+    monkeypatch.setenv("SDFG_SCAN_CACHE", str(tmp_path))
+    monkeypatch.setattr(at._Builds, "call", lambda self, config: lambda: None)
+    monkeypatch.setattr(at, "time_variants", lambda calls, repeats, timer: {
+        n: 1e-4 if n == ("parallel_prefix" if "parallel_prefix" in calls else "sequential") else 1e-3 for n in calls})
+    args = {"_in": np.zeros((8, 3)), "_out": np.zeros((8, 3))}
+    for klass, want in (("exact", "sequential"), ("replay", "parallel_prefix")):
+        (tuned,) = sdfg_scan.autotune(cumsum_sdfg("cell"), args, reproducibility=klass, progress=None)
+        assert tuned.implementation == want
+    for klass, want in (("exact", "sequential"), ("replay", "parallel_prefix")):
+        (choice,) = sdfg_scan.select_expansions(cumsum_sdfg("cell"), "cpu", klass)
+        assert choice.cached and choice.implementation == want, (klass, choice)
