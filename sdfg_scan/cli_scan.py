@@ -198,7 +198,7 @@ def inspect(args: argparse.Namespace) -> int:
 
 def optimize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="an .sdfg or .sdfgz file (never overwritten)")
-    p.add_argument("-o", "--output", required=True, help="where to write the transformed SDFG")
+    p.add_argument("-o", "--output", required=True, help="where to write the transformed SDFG (a .sdfgz name is written gzip-compressed)")
     p.add_argument("--target", choices=("cpu", "gpu"), default="cpu")
     p.add_argument("--reproducibility", choices=("exact", "replay", "approx"), default="exact")
     p.add_argument("--inplace", default="", metavar="OUT=IN,...",
