@@ -32,25 +32,43 @@ def load(path: str, command: str) -> dace.SDFG | None:
             sdfg = dace.SDFG.from_file(str(p))
         except Exception as e:  # noqa: BLE001 - any failure to parse is reported as one line
             print(f"sdfg-scan {command}: cannot read '{path}' as an SDFG: expected the JSON of an .sdfg file or a "
-                  f"gzip-compressed .sdfgz ({_why(e)})", file=sys.stderr)
+                  f"gzip-compressed .sdfgz ({_why(e, p)})", file=sys.stderr)
             return None
     for w in caught:
         warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)
     return sdfg
 
 
-def _why(error: Exception) -> str:
+def _why(error: Exception, path: Path | None = None) -> str:
     """What went wrong reading a file, for people: DaCe tries pickle after JSON, so a text file that is not
-    JSON fails with pickle's error (an empty file with pickle's ``EOFError``); name it as not JSON."""
+    JSON fails with pickle's error (an empty file with pickle's ``EOFError``); name it as not JSON, or as
+    JSON of another kind (a list, a number: DaCe reads only an object as JSON)."""
     import pickle
 
     if isinstance(error, pickle.UnpicklingError):
-        return "neither JSON nor gzip-compressed JSON"
+        kind = _json_kind(path) if path is not None else None
+        return f"JSON, but not an SDFG: {kind}" if kind else "neither JSON nor gzip-compressed JSON"
     if isinstance(error, EOFError):
         return "the file is empty"
     if isinstance(error, KeyError):   # a JSON object without the fields of an SDFG (e.g. a .meta.json)
         return f"JSON, but not an SDFG: no {error} field"
     return f"{type(error).__name__}: {error}"
+
+
+def _json_kind(path: Path) -> str | None:
+    """``"a list"``, ``"a number"``, ... where ``path`` holds (gzip-compressed) JSON that is no object, else None."""
+    import gzip
+    import json
+
+    try:
+        raw = path.read_bytes()
+        text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+        value = json.loads(text)
+    except (OSError, ValueError, EOFError):
+        return None
+    kinds = {list: "a list", str: "a string", bool: "a boolean", type(None): "null", int: "a number",
+             float: "a number"}
+    return kinds.get(type(value))
 
 
 def output_path(path: str, command: str, what: str) -> Path | None:

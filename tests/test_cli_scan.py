@@ -337,8 +337,11 @@ def test_an_unreadable_file_is_one_line_without_dace_warnings(tmp_path, capsys, 
     empty.write_text("")
     meta = tmp_path / "p.meta.json"
     meta.write_text('{"program": "p"}')
+    listed = tmp_path / "list.sdfg"
+    listed.write_text("  [1, 2]")
     for path, why in ((broken, "TypeError"), (text, "neither JSON nor gzip-compressed JSON"),
-                      (empty, "(the file is empty)"), (meta, "(JSON, but not an SDFG: no 'type' field)")):
+                      (empty, "(the file is empty)"), (meta, "(JSON, but not an SDFG: no 'type' field)"),
+                      (listed, "(JSON, but not an SDFG: a list)")):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             assert main(["inspect", str(path)]) == 2
