@@ -506,3 +506,31 @@ def test_gpu_codegen_has_the_column_kernel(tmp_path):
     code = cuda_code(sdfg)
     assert "__global__" in code and "for (_k = 0" in code.replace("int64_t ", "").replace("long long ", "")
     nvcc_compile(code, tmp_path)
+
+
+@dace.program
+def _one_constant_level(a: dace.float64[N, 1], b: dace.float64[N, 1], y: dace.float64[N, 1]):
+    """A column loop over one constant level: DaCe's frontend squeezes the columns to scalar connectors
+    that the loop reads and writes as ``a[i, k]``."""
+    for i in dace.map[0:N]:
+        c = 1.0
+        for k in range(1):
+            c = c * a[i, k] + b[i, k]
+            y[i, k] = c
+
+
+@pytest.mark.parametrize("impl", ["sequential", "levels_outside"])
+def test_lifted_scan_over_one_constant_level_compiles(impl):
+    """The lifted scan's expansions put the body back as a nested SDFG after DaCe gave the program's
+    copies nodes of their own: a copy from a scalar connector at ``[k]`` must still compile."""
+    sdfg = _one_constant_level.to_sdfg()
+    sdfg.name = f"scan_one_constant_level_{impl}"
+    report = sdfg_scan.optimize(sdfg, target="cpu", reproducibility="exact")
+    assert report.scans_lifted == 1
+    (node,) = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Scan)]
+    node.implementation = impl
+    rng = np.random.default_rng(3)
+    a, b = rng.random((5, 1)), rng.random((5, 1))
+    y = np.zeros((5, 1))
+    sdfg.compile()(a=a, b=b, y=y, N=5)
+    assert np.array_equal(y, 1.0 * a + b)

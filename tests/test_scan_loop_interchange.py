@@ -205,3 +205,37 @@ def test_optimize_leaves_a_refused_scan_lifted():
             refused.append(scan)
     assert refused
     sdfg.validate()
+
+
+def _frontend_columns(a, b, y, last):
+    for i in dace.map[0:N]:
+        c = 1.0
+        for k in range(K):
+            c = c * a[i, k] + b[i, k]
+            y[i, k] = c
+        last[i] = c
+
+
+# set here: the module's postponed annotations (``from __future__``) would reach DaCe as strings
+_frontend_columns.__annotations__ = dict(a=dace.float64[N, K], b=dace.float64[N, K], y=dace.float64[N, K],
+                                         last=dace.float64[N])
+_frontend_columns = dace.program(_frontend_columns)
+
+
+def test_frontend_column_loop_bitwise():
+    """A column loop written with DaCe's frontend declares its loop variable as a symbol of the column
+    SDFG; the entry and exit parts, which have no loop, must not keep it (else they do not validate)."""
+    base = _frontend_columns.to_sdfg()
+    base.name = "test_ix_frontend_base"
+    new = _frontend_columns.to_sdfg()
+    new.name = "test_ix_frontend_new"
+    assert interchange(new) == 1
+    new.validate()
+    base, new = base.compile(), new.compile()
+    rng = np.random.default_rng(4)
+    for ncol, nlev in ((6, 7), (3, 1), (0, 2)):
+        kw = dict(a=rng.random((ncol, nlev)), b=rng.random((ncol, nlev)), y=np.zeros((ncol, nlev)),
+                  last=np.zeros(ncol), N=ncol, K=nlev)
+        got, want = run(new, kw), run(base, kw)
+        for k in want:
+            assert np.array_equal(got[k].view(np.uint64), want[k].view(np.uint64)), (k, ncol, nlev)

@@ -81,6 +81,10 @@ def _part_sdfg(col: SDFG, s: ScanStructure, part: str, hoisted: list[str], conns
         loop.loop_condition = CodeBlock(f"{loop.loop_variable} {cmp}")
         if LEVEL not in new.symbols:
             new.add_symbol(LEVEL, col.symbols.get(loop.loop_variable, dace.int32))
+    elif s.loop.loop_variable in new.symbols:
+        # the DaCe frontend declares the loop variable as a symbol of the column SDFG; without the loop
+        # nothing defines it, and a declared symbol the nested SDFG's mapping lacks does not validate
+        new.remove_symbol(s.loop.loop_variable)
     used = _accessed(new, list(new.nodes()))
     reads, writes = set(), set()
     for st in new.all_states():

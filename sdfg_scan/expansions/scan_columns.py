@@ -46,7 +46,35 @@ def body_copy(node) -> dace.SDFG:
                 desc.total_size = desc.shape[0] if len(desc.shape) == 1 else desc.total_size
             if stride_symbol(name) in body.symbols:
                 body.remove_symbol(stride_symbol(name))
+    _scalar_subsets_at_zero(body)
     return body
+
+
+def _scalar_subsets_at_zero(body: dace.SDFG) -> None:
+    """Index every access to a scalar container of ``body`` (and its nested SDFGs) at 0.
+
+    The DaCe frontend squeezes the column of a constant single-level field to a scalar connector
+    that the loop still reads as ``x[k]``. DaCe gives such a copy a node of its own before it expands
+    library nodes (``InsertExplicitCopies``), so the original compiles; in an expansion the copy stays
+    implicit and the code generator refuses to offset a scalar. 0 is its only element, and the value
+    of ``k`` whenever the program is in bounds: the same accesses.
+    """
+    for sdfg in body.all_sdfgs_recursive():
+        scalars = {name for name, desc in sdfg.arrays.items() if isinstance(desc, dace.data.Scalar)}
+        for st in sdfg.all_states():
+            for e in st.edges():
+                mem = e.data
+                if mem.is_empty():
+                    continue
+                if mem.data in scalars and _off_zero(mem.subset):
+                    mem.subset = subsets.Range([(0, 0, 1)])
+                other = e.dst if isinstance(e.src, dace.nodes.AccessNode) and e.src.data == mem.data else e.src
+                if isinstance(other, dace.nodes.AccessNode) and other.data in scalars and _off_zero(mem.other_subset):
+                    mem.other_subset = subsets.Range([(0, 0, 1)])
+
+
+def _off_zero(subset) -> bool:
+    return subset is not None and subset.min_element() != [0]
 
 
 def nested_column(node) -> dace.nodes.NestedSDFG:
