@@ -62,7 +62,7 @@ class LiftCellMap(xf.SingleStateTransformation):
         if found is None:
             raise ValueError(f"sdfg_scan.LiftCellMap: Scan '{node.label}' cannot take its map; "
                              "call can_be_applied first")
-        me, inits = found
+        me, inits, own = found
         mx = graph.exit_node(me)
         params, rng = list(me.map.params), me.map.range
         paths = {}
@@ -77,7 +77,7 @@ class LiftCellMap(xf.SingleStateTransformation):
                 _constant_input(node, conn, tasklet)
             else:
                 _constant_init(node, conn, tasklet, carry)
-        own = [n for n in _component(graph, me, node) if n is not node]
+        own = [n for n in own if n is not node]
         locals_ = {n.data for n in own if isinstance(n, nodes.AccessNode)}
         rest = [n for n in graph.scope_subgraph(me, include_entry=False, include_exit=False).nodes()
                 if n is not node and n not in own]
@@ -115,7 +115,8 @@ def _range_text(r) -> str:
 
 
 def _scope(state: dace.SDFGState, node: Scan):
-    """``(map entry, {init connector: (tasklet, carry)})`` when the map can move into ``node``, else None."""
+    """``(map entry, {init connector: (tasklet, carry)}, the part of the scope connected to node)`` when the
+    map can move into ``node``, else None."""
     if node.columns != "single" or node.body is None:
         return None
     me = state.entry_node(node)
@@ -168,7 +169,7 @@ def _scope(state: dace.SDFGState, node: Scan):
     conns = [e.dst_conn for e in state.in_edges(node)] + [e.src_conn for e in state.out_edges(node)]
     if len(conns) != len(set(conns)) or set(conns) != set(node.in_connectors) | set(node.out_connectors):
         return None
-    return me, inits
+    return me, inits, own
 
 
 def _component(state: dace.SDFGState, me: nodes.MapEntry, node: Scan) -> list:
