@@ -14,14 +14,15 @@ from sdfg_scan import __version__
 EXACT_ENV = "sdfg_scan.expansions.environments.ExactArithmetic"
 """The environment whose compile flags make a program IEEE-strict (``reproducibility="exact"``)."""
 
-HOOKS_REVISION = f"{__version__}-11"
+HOOKS_REVISION = f"{__version__}-12"
 """sdfg_scan's version and a revision of what the hooks do. Every stage carries it as a field, so it is part
 of the fingerprint gt4py keys its (persistent) translation cache with: programs an older sdfg_scan
 translated are not served to a newer one. Bump it when lifting, recognition or selection changes (-8: the
 Thomas pair in icon4py's concat_where form, the absorbed coefficient map, write_through; -9: results
 written through into outputs by ``ResultWriteThrough``, the ``assume_no_alias`` option, copies walking the
 unit-stride dimension innermost, ``CopyInLayoutOrder``; -10: the ``inplace`` option; -11: declared pairs a
-program reads and writes unordered are not used there, ``unordered_pairs``)."""
+program reads and writes unordered are not used there, ``unordered_pairs``; -12: ``LiftCellMap`` takes a
+scan out of a map that holds other independent work, ``ScanFission``'s parts)."""
 
 
 @dataclass
