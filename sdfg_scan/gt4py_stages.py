@@ -239,9 +239,21 @@ def _record(reports: list, name: str, choices: list, flags=None) -> None:
         report.nodes = list(choices)
         if flags is not None:
             report.flags, report.flags_from = flags.flags, flags.sources
-        by_node = {c.node: c for c in choices}
+        # rows and choices name their node by label; labels may repeat (two scans lifted from columns of
+        # one name): the k-th row of a label takes the k-th choice of it (both walk the SDFG in DaCe's
+        # order), and where their counts differ the rows of that label keep what the lifting stage chose
+        by_label: dict[str, list] = {}
+        for c in choices:
+            if c.kind == "Scan":
+                by_label.setdefault(c.node, []).append(c)
+        rows: dict[str, list] = {}
         for row in report.scans:
-            c = by_node.get(row.label)
-            if c is not None:
+            if row.kind == "Scan":
+                rows.setdefault(row.label, []).append(row)
+        for label, rs in rows.items():
+            cs = by_label.get(label, [])
+            if len(cs) != len(rs):
+                continue
+            for row, c in zip(rs, cs, strict=True):
                 row.implementation, row.reproducibility, row.reason = c.implementation, c.reproducibility, c.reason
         return
