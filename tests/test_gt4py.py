@@ -26,6 +26,7 @@ gtx = pytest.importorskip("gt4py.next", reason="gt4py is not installed here: the
 from gt4py.next.program_processors.runners.dace.transformations import GT4PyAutoOptHook as Hook  # noqa: E402
 from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_backend  # noqa: E402
 from gt4py.next.program_processors.runners.dace.workflow import factory as gtx_factory  # noqa: E402
+from gt4py_programs import programs as gp  # noqa: E402
 from gt4py_programs.programs import PRECIP_SCALED, PROGRAMS, Cell, K  # noqa: E402
 
 import sdfg_scan.gt4py as sg  # noqa: E402
@@ -400,3 +401,32 @@ def test_fission_of_a_scan_with_a_conditional_recurrence():
     counted_sum.with_backend(BACKENDS["exact"][0])(gtx.as_field([Cell, K], x, allocator=np), *outs, offset_provider={})
     for got, want in zip(outs, counted_sum_ref(x), strict=True):
         assert np.array_equal(got.asnumpy(), want)
+
+
+@pytest.mark.parametrize("name", ["frozen", "guarded_division"])
+def test_replay_blocked_simd_keeps_what_a_branch_does_not_write_and_divides_only_where_guarded(name):
+    """``replay`` on icon4py's unit-stride backend gives these scans ``blocked_simd``, which if-converts their
+    branches. ``if frozen: keep else: update`` took the update in every lane (wrong on most entries). An
+    integer division guarded by ``m > 0`` would trap in the lanes where ``m == 0`` if computed for every lane
+    (GCC happened to keep a branch there): that conditional now stays a plain ``if``
+    (``test_vectorize_cell_map.py`` checks the rule). Against NumPy, on 300 cells (two blocks) and small shapes."""
+    program, ref = getattr(gp, name), getattr(gp, f"{name}_ref")
+    be = sg.make_backend(gpu=False, reproducibility="replay", unstructured_horizontal_has_unit_stride=True)
+    hooks = be.executor.translation.step.auto_optimize_args["optimization_hooks"]
+    for n, nk in ((300, 5), (2, 1), (3, 9)):
+        rng = np.random.default_rng(n * nk)
+        x = np.asfortranarray(rng.uniform(0.0, 1.0, (n, nk)))
+        ins = {"x": x} if name == "frozen" else {"x": x, "m": np.asfortranarray(rng.integers(-2, 4, (n, nk), dtype=np.int32))}
+        want = ref(*ins.values())
+        names = ("acc", "fz") if name == "frozen" else ("q_out", "v_out")
+        fields = {k: gtx.as_field([Cell, K], np.asfortranarray(np.zeros_like(w)), allocator=np)
+                  for k, w in zip(names, want, strict=True)}
+        program.with_backend(be)(**{k: gtx.as_field([Cell, K], v, allocator=np) for k, v in ins.items()}, **fields,
+                                 offset_provider={})
+        for k, w in zip(names, want, strict=True):
+            o = fields[k].asnumpy()
+            if w.dtype.kind == "f":
+                np.testing.assert_allclose(o, w, rtol=1e-13, err_msg=f"{name} {k} {n}x{nk}")
+            else:
+                assert np.array_equal(o, w), f"{name} {k} {n}x{nk}"
+    assert [row.implementation for r in hooks.reports for row in r.scans] == ["blocked_simd"]

@@ -162,3 +162,63 @@ def test_symbolic_cell_stride_beside_a_unit_one():
     flag = np.zeros((k, n), dtype=np.bool_)   # the unit-stride copy of the loop nest
     sdfg(a=a, b=b, flag=flag, K=k, N=n, SK=n, SC=1)
     assert np.array_equal(flag, a > 0.5)
+
+
+@dace.program
+def _first_arm_keeps(a: dace.float64[K, N], b: dace.float64[K, N]):
+    for k, i in dace.map[0:K, 0:N]:
+        t = a[k, i] * 2.0
+        s = a[k, i] * 3.0
+        if a[k, i] > 0.5:
+            s = a[k, i] + 1.0
+        else:
+            t = np.exp(a[k, i])
+        b[k, i] = t + s
+
+
+def test_a_value_the_first_arm_does_not_write_keeps_its_value_there():
+    """If-converted, ``if c: s = ... else: t = ...`` is ``t = c ? t_before : t_else``: the value the first
+    arm leaves alone was taken from the last arm in every lane (``if frozen: keep, else: update``, a common
+    microphysics form, gave wrong results under ``replay``)."""
+    sdfg = _first_arm_keeps.to_sdfg(simplify=True)
+    assert vectorize_cell_maps(sdfg) == 1
+    k, n = 3, 300
+    a = np.random.default_rng(5).uniform(0.0, 1.0, (k, n))
+    b = np.zeros((k, n))
+    sdfg(a=a, b=b, K=k, N=n)
+    np.testing.assert_allclose(b, np.where(a > 0.5, 2.0 * a + a + 1.0, np.exp(a) + 3.0 * a), rtol=1e-13)
+
+
+@dace.program
+def _symbol_in_a_branch(m: dace.int32[K, N], b: dace.int32[K, N]):
+    for k, i in dace.map[0:K, 0:N]:
+        t = m[k, i] * 2
+        if m[k, i] > 0:
+            t = 100 // m[k, i]
+        b[k, i] = t
+
+
+def test_a_symbol_assigned_inside_a_branch_is_refused_untouched():
+    """DaCe's frontend makes ``t`` an interstate symbol assigned inside the branch and read after it; its
+    C++ local would end with the branch (the kernel did not compile). Refused, the SDFG untouched."""
+    sdfg = _symbol_in_a_branch.to_sdfg(simplify=True)
+    before = copy.deepcopy(sdfg.to_json())
+    assert vectorize_cell_maps(sdfg) == 0
+    assert sdfg.to_json() == before
+
+
+def test_divisions_that_may_trap_in_an_unselected_lane():
+    """An if-converted branch runs for every lane: an integer division or remainder by a value its condition
+    guarded (``if m > 0: 100 // m``) traps where ``m == 0``, so such a conditional stays a plain ``if``.
+    A floating-point division (inf/NaN, selected away) and division by a non-zero constant may be computed."""
+    import ast
+
+    from sdfg_scan.expansions.scan_blocked_codegen import _may_trap
+
+    types = {"m": dace.int32, "x": dace.float64}
+    assert _may_trap(ast.parse("q = 100 // m"), types)
+    assert _may_trap(ast.parse("q = 100 % m"), types)
+    assert _may_trap(ast.parse("q = 100 / m"), types)    # C++ integer division
+    assert not _may_trap(ast.parse("q = x / m"), {"m": dace.float64, "x": dace.float64})
+    assert not _may_trap(ast.parse("q = m // 4 + m % 3 + x / 2.0"), types)
+    assert _may_trap(ast.parse("q = m // 0"), types)

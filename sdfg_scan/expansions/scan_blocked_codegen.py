@@ -67,6 +67,29 @@ class _Fallback(Exception):
     """An if-converted branch writes memory: generate a plain ``if`` instead."""
 
 
+class _Trap(_Fallback):
+    """An if-converted block would divide by a value its condition may have guarded (``if m > 0: 100 // m``):
+    integer division or remainder by zero traps (SIGFPE) in a lane whose branch was not taken. The outermost
+    if-converted block becomes a plain ``if``, so no enclosing condition is computed past either."""
+
+
+def _may_trap(tree, types: dict) -> bool:
+    """Whether ``tree`` divides (``//``, ``%``, or ``/`` by an integer) by anything but a non-zero constant.
+    ``types``: name -> dtype of the operands known here (an integer-typed name divides as an integer)."""
+    for n in ast.walk(tree):
+        if not isinstance(n, ast.BinOp) or not isinstance(n.op, (ast.Div, ast.FloorDiv, ast.Mod)):
+            continue
+        r = n.right
+        if isinstance(r, ast.Constant) and isinstance(r.value, (int, float)) and r.value != 0:
+            continue
+        if isinstance(n.op, ast.Div):
+            names = [x.id for x in ast.walk(r) if isinstance(x, ast.Name)]
+            if not names or not all(x in types and types[x] in dace.dtypes.INTEGER_TYPES for x in names):
+                continue   # a floating-point division: inf or NaN in an unselected lane, no trap
+        return True
+    return False
+
+
 class Ref:
     """A container as C++: a scalar lvalue (``lvalue``) or a pointer (``base``) with element strides."""
 
@@ -278,6 +301,7 @@ class BodyWriter:
         self.temps: list[list[tuple[str, str, str]]] = []
         self.declared: dict[str, int] = {}   # local -> if-converted branch depth where it is declared
         self.memory_texts: dict[str, str] = {}   # memory elements written in if-converted branches -> type
+        self.branch_depth = 0   # conditional branches (plain or if-converted) around the block being written
 
     # -- values ---------------------------------------------------------------------------------
     def lv(self, text: str) -> str:
@@ -332,6 +356,9 @@ class BodyWriter:
     def region(self, cfg: ControlFlowRegion, scope: Scope) -> None:
         for b, assigns in _chain_assigning(cfg):
             self._block(b, scope)
+            if assigns and self.branch_depth:
+                # its C++ local would end with the branch's block, where DaCe's symbol lives on after it
+                raise Unsupported(f"symbol '{next(iter(assigns))}' is assigned inside a branch of a conditional")
             for sym, expr in assigns.items():   # a symbol set on the edge: a local for the blocks after
                 name = self.w.fresh("a")
                 self.w(f"const auto {name} = {self.condition(CodeBlock(expr), scope)};")
@@ -365,14 +392,30 @@ class BodyWriter:
         return cppunparse.pyexpr2cpp(tree)
 
     def conditional(self, block: ConditionalBlock, scope: Scope) -> None:
+        self.branch_depth += 1
+        try:
+            self._conditional(block, scope)
+        finally:
+            self.branch_depth -= 1
+
+    def _conditional(self, block: ConditionalBlock, scope: Scope) -> None:
         conds = [(None if c is None else self.condition(c, scope), br) for c, br in block.branches]
         if self.if_convert:
             mark = len(self.w.lines)
             saved = self.w.depth
             try:
+                # if-converted, every condition is computed for every lane (an ``elif``'s past the arms
+                # before it; all of them past an enclosing block's condition)
+                types = {n: d.dtype for n, d in scope.sdfg.arrays.items()}
+                codes = [c for c, _ in block.branches if c is not None]
+                trees = [c.code[0] if isinstance(c.code, list) else c.code for c in codes]
+                if any(_may_trap(t, types) for t in (trees if self.overrides else trees[1:])):
+                    raise _Trap(block.label)
                 self._select(conds, scope)
                 return
-            except _Fallback:
+            except _Fallback as exc:
+                if isinstance(exc, _Trap) and self.overrides:
+                    raise   # inside an enclosing if-converted block: that one becomes the plain ``if``
                 del self.w.lines[mark:]
                 self.w.depth = saved
         for i, (c, br) in enumerate(conds):
@@ -416,11 +459,16 @@ class BodyWriter:
                 raise _Fallback(text)   # memory some branch does not write: the plain ``if`` keeps it exact
         for text in targets:
             dst = self.store_target(text)
-            value = self.lv(text)
+            old = value = self.lv(text)
             for f, p in reversed(list(zip(flags, picks, strict=True))):
-                if text not in p:
-                    continue
-                value = p[text] if f is None else f"({f} ? {p[text]} : {value})"
+                # a branch that does not write ``text`` keeps its value before the block: ``if c0: (keep)
+                # else: t = ...`` is ``c0 ? t_before : t1``, not ``t1`` (the first arm does not pass the
+                # choice on to the later ones)
+                pick = p.get(text, old)
+                if f is None:
+                    value = pick
+                elif pick != value:
+                    value = f"({f} ? {pick} : {value})"
             self.w(f"{dst} = {value};")
 
     def store_target(self, text: str) -> str:
@@ -519,6 +567,8 @@ class BodyWriter:
         known = {**{s: dace.int64 for s in scope.syms}, **types}
         for stmt in t.code.code:
             stmt = remover.visit(copy.deepcopy(stmt))
+            if self.if_convert and self.overrides and _may_trap(stmt, types):
+                raise _Trap(t.label)   # computed for every lane of an if-converted branch
             if self.if_convert:
                 stmt = _if_converted(stmt, types)
             stmt = _Rename({s: c for s, c in scope.syms.items() if s not in types}, arrays, scope).visit(stmt)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import gt4py.next as gtx
 import numpy as np
-from gt4py.next import broadcast
+from gt4py.next import astype, broadcast, exp
 from gt4py.next.experimental import concat_where
 
 Cell = gtx.Dimension("Cell")
@@ -318,6 +318,70 @@ def counted_sum_ref(x):
         acc, cnt = acc + x[:, k], cnt + (x[:, k] > 0.5)
         s[:, k], n[:, k] = acc, cnt
     return s, n
+
+
+# --- 8. guarded branches under ``replay`` (``blocked_simd`` if-converts them; not in PROGRAMS: libm calls) ---
+CKb = gtx.Field[gtx.Dims[Cell, K], bool]
+CKi = gtx.Field[gtx.Dims[Cell, K], gtx.int32]
+
+
+@gtx.scan_operator(axis=K, forward=True, init=(0.0, False))
+def _frozen_scan(state: tuple[gtx.float64, bool], x: gtx.float64) -> tuple[gtx.float64, bool]:
+    # the first arm keeps the carry, the second updates it (``if frozen: keep, else: update``)
+    return (state[0] if state[1] else state[0] + exp(-x)), state[1] | (x > 0.7)
+
+
+@gtx.field_operator
+def _frozen(x: CK) -> tuple[CK, CKb]:
+    return _frozen_scan(x)
+
+
+@gtx.program
+def frozen(x: CK, acc: CK, fz: CKb):
+    _frozen(x, out=(acc, fz))
+
+
+def frozen_ref(x):
+    a, f = np.zeros(x.shape[0]), np.zeros(x.shape[0], dtype=bool)
+    acc, fz = np.empty_like(x), np.empty(x.shape, dtype=bool)
+    for k in range(x.shape[1]):
+        a = np.where(f, a, a + np.exp(-x[:, k]))
+        f = f | (x[:, k] > 0.7)
+        acc[:, k], fz[:, k] = a, f
+    return acc, fz
+
+
+@gtx.scan_operator(axis=K, forward=True, init=(0, 0.0))
+def _guarded_division_scan(state: tuple[gtx.int32, gtx.float64], x: gtx.float64, m: gtx.int32
+                           ) -> tuple[gtx.int32, gtx.float64]:
+    if m > 0:   # the division runs only where m > 0 (m = 0 traps)
+        q = 100 // m
+        v = state[1] + exp(-x) * astype(q, gtx.float64)
+    else:
+        q = state[0]
+        v = state[1]
+    return q, v
+
+
+@gtx.field_operator
+def _guarded_division(x: CK, m: CKi) -> tuple[CKi, CK]:
+    return _guarded_division_scan(x, m)
+
+
+@gtx.program
+def guarded_division(x: CK, m: CKi, q_out: CKi, v_out: CK):
+    _guarded_division(x, m, out=(q_out, v_out))
+
+
+def guarded_division_ref(x, m):
+    q, v = np.zeros(x.shape[0], dtype=np.int32), np.zeros(x.shape[0])
+    qs, vs = np.empty(x.shape, dtype=np.int32), np.empty_like(x)
+    for k in range(x.shape[1]):
+        pos = m[:, k] > 0
+        q = np.where(pos, 100 // np.where(pos, m[:, k], 1), q).astype(np.int32)
+        v = np.where(pos, v + np.exp(-x[:, k]) * q, v)
+        qs[:, k], vs[:, k] = q, v
+    return qs, vs
 
 
 @dataclass(frozen=True)
