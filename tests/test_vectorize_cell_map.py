@@ -165,7 +165,7 @@ def test_symbolic_cell_stride_beside_a_unit_one():
 
 
 @dace.program
-def _first_arm_keeps(a: dace.float64[K, N], b: dace.float64[K, N]):
+def _first_arm_keeps(a: dace.float64[K, N], c: dace.float64[K, N], b: dace.float64[K, N]):
     for k, i in dace.map[0:K, 0:N]:
         t = a[k, i] * 2.0
         s = a[k, i] * 3.0
@@ -176,17 +176,54 @@ def _first_arm_keeps(a: dace.float64[K, N], b: dace.float64[K, N]):
         b[k, i] = t + s
 
 
-def test_a_value_the_first_arm_does_not_write_keeps_its_value_there():
-    """If-converted, ``if c: s = ... else: t = ...`` is ``t = c ? t_before : t_else``: the value the first
-    arm leaves alone was taken from the last arm in every lane (``if frozen: keep, else: update``, a common
-    microphysics form, gave wrong results under ``replay``)."""
-    sdfg = _first_arm_keeps.to_sdfg(simplify=True)
-    assert vectorize_cell_maps(sdfg) == 1
+@dace.program
+def _middle_arm_keeps(a: dace.float64[K, N], c: dace.float64[K, N], b: dace.float64[K, N]):
+    for k, i in dace.map[0:K, 0:N]:
+        t = a[k, i] * 2.0
+        s = a[k, i] * 3.0
+        if a[k, i] > 0.7:
+            t = np.exp(a[k, i])
+        elif a[k, i] > 0.3:
+            s = a[k, i] + 1.0
+        else:
+            t = a[k, i] - 5.0
+            s = np.log(a[k, i])
+        b[k, i] = t + s
+
+
+@dace.program
+def _nested_arm_keeps(a: dace.float64[K, N], c: dace.float64[K, N], b: dace.float64[K, N]):
+    for k, i in dace.map[0:K, 0:N]:
+        t = a[k, i] * 2.0
+        s = c[k, i]
+        if a[k, i] > 0.5:
+            if c[k, i] > 0.5:
+                s = s * 0.5
+            else:
+                t = np.exp(a[k, i])
+        else:
+            s = s + 1.0
+        b[k, i] = t * 10.0 + s
+
+
+@pytest.mark.parametrize("prog", [_first_arm_keeps, _middle_arm_keeps, _nested_arm_keeps])
+def test_a_value_an_arm_does_not_write_keeps_its_value_there(prog):
+    """If-converted, ``if c: s = ... else: t = ...`` is ``t = c ? t_before : t_else``: a value the first arm
+    (or a middle ``elif`` arm, or an inner arm) leaves alone was taken from a later arm in every lane
+    (``if frozen: keep, else: update``, a common microphysics form, gave wrong results under ``replay``).
+    DaCe's frontend writes the ``elif`` condition as a symbol assigned and read inside the ``else`` branch:
+    vectorised (one read after the branch is refused, below)."""
+    base = prog.to_sdfg(simplify=True)
+    vec = copy.deepcopy(base)
+    vec.name = base.name + "_vectorized"
+    assert vectorize_cell_maps(vec) == 1
     k, n = 3, 300
-    a = np.random.default_rng(5).uniform(0.0, 1.0, (k, n))
-    b = np.zeros((k, n))
-    sdfg(a=a, b=b, K=k, N=n)
-    np.testing.assert_allclose(b, np.where(a > 0.5, 2.0 * a + a + 1.0, np.exp(a) + 3.0 * a), rtol=1e-13)
+    rng = np.random.default_rng(5)
+    a, c = rng.uniform(0.01, 1.0, (k, n)), rng.uniform(0.0, 1.0, (k, n))
+    want, got = np.zeros((k, n)), np.zeros((k, n))
+    base(a=a, c=c, b=want, K=k, N=n)
+    vec(a=a, c=c, b=got, K=k, N=n)
+    np.testing.assert_allclose(got, want, rtol=1e-13)
 
 
 @dace.program

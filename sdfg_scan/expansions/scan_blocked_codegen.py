@@ -73,6 +73,27 @@ class _Trap(_Fallback):
     if-converted block becomes a plain ``if``, so no enclosing condition is computed past either."""
 
 
+def _used_outside(sdfg: dace.SDFG, branch: ControlFlowRegion, sym: str) -> bool:
+    """Whether symbol ``sym`` is read anywhere in ``sdfg`` (its own control flow, not nested SDFGs' insides:
+    their symbol mappings are read by the states holding them) outside the region ``branch``."""
+    inside = {id(r) for r in branch.all_control_flow_regions()}
+    for cfg in sdfg.all_control_flow_regions():
+        if id(cfg) in inside:
+            continue
+        codes = []
+        if isinstance(cfg, ConditionalBlock):
+            codes = [c for c, _ in cfg.branches if c is not None]
+        elif isinstance(cfg, LoopRegion):
+            codes = [c for c in (cfg.loop_condition, cfg.init_statement, cfg.update_statement) if c is not None]
+        if any(sym in {str(f) for f in c.get_free_symbols()} for c in codes):
+            return True
+        if any(sym in e.data.free_symbols for e in cfg.edges()):
+            return True
+        if any(isinstance(b, dace.SDFGState) and sym in b.free_symbols for b in cfg.nodes()):
+            return True
+    return False
+
+
 def _may_trap(tree, types: dict) -> bool:
     """Whether ``tree`` divides (``//``, ``%``, or ``/`` by an integer) by anything but a non-zero constant.
     ``types``: name -> dtype of the operands known here (an integer-typed name divides as an integer)."""
@@ -301,7 +322,7 @@ class BodyWriter:
         self.temps: list[list[tuple[str, str, str]]] = []
         self.declared: dict[str, int] = {}   # local -> if-converted branch depth where it is declared
         self.memory_texts: dict[str, str] = {}   # memory elements written in if-converted branches -> type
-        self.branch_depth = 0   # conditional branches (plain or if-converted) around the block being written
+        self.branches: list[ControlFlowRegion] = []   # the conditional branches around the block being written
 
     # -- values ---------------------------------------------------------------------------------
     def lv(self, text: str) -> str:
@@ -354,11 +375,23 @@ class BodyWriter:
 
     # -- control flow ---------------------------------------------------------------------------
     def region(self, cfg: ControlFlowRegion, scope: Scope) -> None:
+        branch = isinstance(cfg.parent_graph, ConditionalBlock)
+        if branch:
+            self.branches.append(cfg)
+        try:
+            self._region(cfg, scope)
+        finally:
+            if branch:
+                self.branches.pop()
+
+    def _region(self, cfg: ControlFlowRegion, scope: Scope) -> None:
         for b, assigns in _chain_assigning(cfg):
             self._block(b, scope)
-            if assigns and self.branch_depth:
-                # its C++ local would end with the branch's block, where DaCe's symbol lives on after it
-                raise Unsupported(f"symbol '{next(iter(assigns))}' is assigned inside a branch of a conditional")
+            for sym in assigns:
+                if self.branches and _used_outside(scope.sdfg, self.branches[-1], sym):
+                    # its C++ local ends with the branch's block; DaCe's symbol lives on after it
+                    raise Unsupported(f"symbol '{sym}' is assigned inside a branch of a conditional and read "
+                                      "after it")
             for sym, expr in assigns.items():   # a symbol set on the edge: a local for the blocks after
                 name = self.w.fresh("a")
                 self.w(f"const auto {name} = {self.condition(CodeBlock(expr), scope)};")
@@ -392,13 +425,6 @@ class BodyWriter:
         return cppunparse.pyexpr2cpp(tree)
 
     def conditional(self, block: ConditionalBlock, scope: Scope) -> None:
-        self.branch_depth += 1
-        try:
-            self._conditional(block, scope)
-        finally:
-            self.branch_depth -= 1
-
-    def _conditional(self, block: ConditionalBlock, scope: Scope) -> None:
         conds = [(None if c is None else self.condition(c, scope), br) for c, br in block.branches]
         if self.if_convert:
             mark = len(self.w.lines)
