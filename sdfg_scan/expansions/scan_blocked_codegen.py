@@ -75,8 +75,13 @@ class _Trap(_Fallback):
 
 def _used_outside(sdfg: dace.SDFG, branch: ControlFlowRegion, sym: str) -> bool:
     """Whether symbol ``sym`` is read anywhere in ``sdfg`` (its own control flow, not nested SDFGs' insides:
-    their symbol mappings are read by the states holding them) outside the region ``branch``."""
+    their symbol mappings are read by the states holding them) outside the region ``branch``. A loop whose
+    variable is ``sym`` sets it anew (a level ``PeelBoundaryLevels`` peeled into a branch sets the level
+    variable there; the level loop after it starts from its own init): reads in it do not count."""
     inside = {id(r) for r in branch.all_control_flow_regions()}
+    for cfg in sdfg.all_control_flow_regions():
+        if isinstance(cfg, LoopRegion) and cfg.loop_variable == sym:
+            inside |= {id(r) for r in cfg.all_control_flow_regions()}
     for cfg in sdfg.all_control_flow_regions():
         if id(cfg) in inside:
             continue
