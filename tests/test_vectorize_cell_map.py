@@ -259,3 +259,31 @@ def test_divisions_that_may_trap_in_an_unselected_lane():
     assert not _may_trap(ast.parse("q = x / m"), {"m": dace.float64, "x": dace.float64})
     assert not _may_trap(ast.parse("q = m // 4 + m % 3 + x / 2.0"), types)
     assert _may_trap(ast.parse("q = m // 0"), types)
+
+
+@dace.program
+def _guarded_integer_division(m: dace.int32[K, N], a: dace.float64[K, N], b: dace.float64[K, N]):
+    for k, i in dace.map[0:K, 0:N]:
+        s = a[k, i] * 1.0
+        if m[k, i] > 0:
+            q = 100 // m[k, i]   # DaCe's frontend: an interstate symbol assigned inside the branch
+            s = a[k, i] * q
+        b[k, i] = s
+
+
+def test_a_guarded_integer_division_stays_under_its_if():
+    """The map is vectorised, but its conditional stays a plain ``if``: the division runs only for the cells
+    with ``m > 0`` (if-converted, it would run for ``m == 0`` too, where integer division traps)."""
+    sdfg = _guarded_integer_division.to_sdfg(simplify=True)
+    assert vectorize_cell_maps(sdfg) == 1
+    (t,) = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet) and "vectorized" in n.label]
+    code = t.code_global.as_string
+    lines = code[code.index("#pragma omp simd"):].splitlines()   # the cell loop (not the math wrappers)
+    div = next(j for j, line in enumerate(lines) if "100 /" in line)
+    assert any(line.strip().startswith("if (") for line in lines[:div])
+    m = np.random.default_rng(3).integers(-2, 4, (3, 300)).astype(np.int32)
+    a = np.random.default_rng(4).uniform(0.0, 1.0, (3, 300))
+    b = np.zeros((3, 300))
+    sdfg(m=m, a=a, b=b, K=3, N=300)
+    safe = np.where(m > 0, m, 1)
+    assert np.array_equal(b, np.where(m > 0, a * (100 // safe), a * 1.0))

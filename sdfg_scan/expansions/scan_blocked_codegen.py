@@ -398,6 +398,11 @@ class BodyWriter:
                     raise Unsupported(f"symbol '{sym}' is assigned inside a branch of a conditional and read "
                                       "after it")
             for sym, expr in assigns.items():   # a symbol set on the edge: a local for the blocks after
+                if self.if_convert and self.overrides:   # computed for every lane of an if-converted branch
+                    types = {n: d.dtype for n, d in scope.sdfg.arrays.items()}
+                    types.update(scope.sdfg.symbols)
+                    if _may_trap(ast.parse(str(expr)), types):
+                        raise _Trap(sym)
                 name = self.w.fresh("a")
                 self.w(f"const auto {name} = {self.condition(CodeBlock(expr), scope)};")
                 scope.syms[sym] = name
