@@ -73,6 +73,22 @@ class _Trap(_Fallback):
     if-converted block becomes a plain ``if``, so no enclosing condition is computed past either."""
 
 
+class _RegisterElement(ast.NodeTransformer):
+    """``t[0]`` (or ``t[0, 0]``) -> ``t`` for the names in ``registers``; another index is unsupported."""
+
+    def __init__(self, registers: set[str]):
+        self.registers = registers
+
+    def visit_Subscript(self, node):
+        self.generic_visit(node)
+        if isinstance(node.value, ast.Name) and node.value.id in self.registers:
+            idx = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if not all(isinstance(i, ast.Constant) and i.value == 0 for i in idx):
+                raise Unsupported(f"a condition reads '{ast.unparse(node)}' of a one-element container")
+            return ast.copy_location(ast.Name(id=node.value.id, ctx=ast.Load()), node)
+        return node
+
+
 def _used_outside(sdfg: dace.SDFG, branch: ControlFlowRegion, sym: str) -> bool:
     """Whether symbol ``sym`` is read anywhere in ``sdfg`` (its own control flow, not nested SDFGs' insides:
     their symbol mappings are read by the states holding them) outside the region ``branch``. A loop whose
@@ -421,6 +437,9 @@ class BodyWriter:
 
     def condition(self, code, scope: Scope) -> str:
         tree = copy.deepcopy(code.code[0] if isinstance(code.code, list) else code.code)
+        # a one-element container the kernel keeps in a register, read as ``t[0]`` (DaCe's frontend writes
+        # ``c = t > 0.5`` on an edge so when ``t`` is an array of one element): the register itself
+        tree = _RegisterElement({n for n, r in scope.data.items() if r.lvalue is not None}).visit(tree)
         names = dict(scope.syms)
         for n in ast.walk(tree):
             if isinstance(n, ast.Name) and n.id in scope.data:
