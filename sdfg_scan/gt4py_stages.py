@@ -22,7 +22,10 @@ Thomas pair in icon4py's concat_where form, the absorbed coefficient map, write_
 written through into outputs by ``ResultWriteThrough``, the ``assume_no_alias`` option, copies walking the
 unit-stride dimension innermost, ``CopyInLayoutOrder``; -10: the ``inplace`` option; -11: declared pairs a
 program reads and writes unordered are not used there, ``unordered_pairs``; -12: ``LiftCellMap`` takes a
-scan out of a map that holds other independent work, ``ScanFission``'s parts)."""
+scan out of a map that holds other independent work, ``ScanFission``'s parts; -13: if-conversion keeps a value
+an arm does not write, guarded integer division stays under its ``if``, a symbol assigned in a branch and
+read after it is refused; -14: such a division in a symbol assigned in an arm, conditions reading a
+one-element container kept in a register)."""
 
 
 @dataclass

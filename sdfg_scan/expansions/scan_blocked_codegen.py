@@ -115,6 +115,16 @@ def _used_outside(sdfg: dace.SDFG, branch: ControlFlowRegion, sym: str) -> bool:
     return False
 
 
+def _code_tree(code):
+    """The AST of a ``CodeBlock`` holding one expression (a condition or an edge's assignment)."""
+    return code.code[0] if isinstance(code.code, list) else code.code
+
+
+def _dtypes(sdfg: dace.SDFG) -> dict:
+    """name -> dtype of every container and symbol of ``sdfg`` (what :func:`_may_trap` reads)."""
+    return {**{n: d.dtype for n, d in sdfg.arrays.items()}, **sdfg.symbols}
+
+
 def _may_trap(tree, types: dict) -> bool:
     """Whether ``tree`` divides (``//``, ``%``, or ``/`` by an integer) by anything but a non-zero constant.
     ``types``: name -> dtype of the operands known here (an integer-typed name divides as an integer)."""
@@ -414,11 +424,9 @@ class BodyWriter:
                     raise Unsupported(f"symbol '{sym}' is assigned inside a branch of a conditional and read "
                                       "after it")
             for sym, expr in assigns.items():   # a symbol set on the edge: a local for the blocks after
-                if self.if_convert and self.overrides:   # computed for every lane of an if-converted branch
-                    types = {n: d.dtype for n, d in scope.sdfg.arrays.items()}
-                    types.update(scope.sdfg.symbols)
-                    if _may_trap(ast.parse(str(expr)), types):
-                        raise _Trap(sym)
+                # computed for every lane of an if-converted branch
+                if self.if_convert and self.overrides and _may_trap(ast.parse(str(expr)), _dtypes(scope.sdfg)):
+                    raise _Trap(sym)
                 name = self.w.fresh("a")
                 self.w(f"const auto {name} = {self.condition(CodeBlock(expr), scope)};")
                 scope.syms[sym] = name
@@ -436,7 +444,7 @@ class BodyWriter:
             raise Unsupported(f"block '{b.label}' is a {type(b).__name__}")
 
     def condition(self, code, scope: Scope) -> str:
-        tree = copy.deepcopy(code.code[0] if isinstance(code.code, list) else code.code)
+        tree = copy.deepcopy(_code_tree(code))
         # a one-element container the kernel keeps in a register, read as ``t[0]`` (DaCe's frontend writes
         # ``c = t > 0.5`` on an edge so when ``t`` is an array of one element): the register itself
         tree = _RegisterElement({n for n, r in scope.data.items() if r.lvalue is not None}).visit(tree)
@@ -462,8 +470,7 @@ class BodyWriter:
                 # if-converted, every condition is computed for every lane (an ``elif``'s past the arms
                 # before it; all of them past an enclosing block's condition)
                 types = {n: d.dtype for n, d in scope.sdfg.arrays.items()}
-                codes = [c for c, _ in block.branches if c is not None]
-                trees = [c.code[0] if isinstance(c.code, list) else c.code for c in codes]
+                trees = [_code_tree(c) for c, _ in block.branches if c is not None]
                 if any(_may_trap(t, types) for t in (trees if self.overrides else trees[1:])):
                     raise _Trap(block.label)
                 self._select(conds, scope)
