@@ -534,3 +534,17 @@ def test_lifted_scan_over_one_constant_level_compiles(impl):
     y = np.zeros((5, 1))
     sdfg.compile()(a=a, b=b, y=y, N=5)
     assert np.array_equal(y, 1.0 * a + b)
+
+
+def test_levels_outside_runs_each_level_in_parallel_when_compile_expands_it():
+    """DaCe's code generator expands a node it is handed (as ``optimize`` leaves it) after inferring
+    schedules, and every ``Default`` map one nested SDFG below the expansion then became ``Sequential``:
+    the levels-outside maps (init, each level, exit) ran on one thread. Each is an OpenMP loop now."""
+    sdfg = _program(False, "inclusive", np.float64, "scan_levels_outside_parallel", strided=False)
+    node = next(n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Scan))
+    node.implementation = "levels_outside"
+    code = "\n".join(o.clean_code for o in sdfg.generate_code() if o.language == "cpp")
+    level_loop = code.index("_scan_level < K")
+    assert code.count("#pragma omp parallel for") == 3   # init, level, exit (final carries)
+    assert "#pragma omp parallel for" in code[level_loop:level_loop + 400]
+

@@ -150,6 +150,32 @@ def interchange_single_map(sdfg: SDFG) -> str | None:
     return None
 
 
+def parallel_levels(sdfg: SDFG, schedule: dtypes.ScheduleType) -> int:
+    """Give the per-part maps (init, each level, exit) that :func:`interchange_single_map` built in
+    ``sdfg`` the schedule of the library node they expand; returns how many maps changed.
+
+    DaCe's code generator expands a library node after inferring schedules: the expansion's own top-level
+    scopes take the node's schedule, but every ``Default`` map one nested SDFG further down becomes
+    ``Sequential`` (the default inside a parallel scope). The levels-outside maps sit in the nested SDFG the
+    interchange made, so a node kept to ``compile()`` ran each level's map over all columns on one thread.
+    Only a node scheduled ``CPU_Multicore`` (a top-level scope) passes it on; ``Default`` (an explicit
+    ``expand_library_nodes`` before inference) leaves inference to place the maps, ``Sequential`` (the node
+    inside a parallel map) keeps them sequential."""
+    if schedule != dtypes.ScheduleType.CPU_Multicore:
+        return 0
+    changed = 0
+    for n in sdfg.states()[0].nodes():
+        if not isinstance(n, nodes.NestedSDFG):
+            continue
+        for st in n.sdfg.all_states():
+            for me in st.nodes():
+                if isinstance(me, nodes.MapEntry) and st.entry_node(me) is None and \
+                        me.map.schedule == dtypes.ScheduleType.Default:
+                    me.map.schedule = schedule
+                    changed += 1
+    return changed
+
+
 def cell_contiguous(state: SDFGState, me: nodes.MapEntry, nsdfg: nodes.Node) -> bool:
     """Whether every array the scan reads or writes through the map has unit stride along the map's
     (last) parameter: then the interchanged loop walks cells with unit stride."""
@@ -169,5 +195,5 @@ def cell_contiguous(state: SDFGState, me: nodes.MapEntry, nsdfg: nodes.Node) -> 
 
 
 
-__all__ = ["LEVEL", "SCHEDULES", "body_plan", "can_interchange", "cell_contiguous", "interchange_single_map", "plan",
-           "plan_or_reason"]
+__all__ = ["LEVEL", "SCHEDULES", "body_plan", "can_interchange", "cell_contiguous", "interchange_single_map",
+           "parallel_levels", "plan", "plan_or_reason"]

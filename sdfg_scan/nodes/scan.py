@@ -13,7 +13,7 @@ from sdfg_scan.context import CellMap, Operand
 from sdfg_scan.cost import CELL_OUTER_SECONDS, FORK_JOIN_SECONDS, branch_seconds, efficiency_of, size, stream_seconds
 from sdfg_scan.expansions import declare
 from sdfg_scan.expansions.environments import ExactArithmetic
-from sdfg_scan.expansions.levels_outside import body_plan, cell_contiguous, interchange_single_map
+from sdfg_scan.expansions.levels_outside import body_plan, cell_contiguous, interchange_single_map, parallel_levels
 from sdfg_scan.expansions.scan_blocked import ExpandScanBlocked, ExpandScanBlockedKCached, ExpandScanBlockedSIMD
 from sdfg_scan.expansions.scan_blocked_codegen import cell_dims, stride_kind
 from sdfg_scan.expansions.scan_body import LEVELS, stride_symbol
@@ -88,6 +88,7 @@ class ExpandScanLevelsOutside(ExpandTransformation):
         if reason is not None:
             raise node.error(f"the 'levels_outside' expansion cannot move the level loop out: {reason}; "
                              "use 'sequential'")
+        parallel_levels(outer, node.schedule)
         return outer
 
 
