@@ -14,6 +14,11 @@ the same recurrence as ``associative_scan`` of affine pairs).
 A windowed general scan (``y[k] = 0.5 y[k-1] + x[k] + x[k-1] + x[k-2] + x[k-3]``, the body reading
 ``x`` at offsets 0, -1, -2, -3), ``kcached`` against ``sequential`` in both layouts, outputs checked
 bitwise equal: part of the main table, or alone with ``python benchmarks/bench_scans.py window [ncol nlev]``.
+
+A compute-bound general scan over cell-contiguous ``[levels, cells]`` data whose body calls libm
+(``y[k] = y[k-1] exp(-x[k]) + x[k] ** 0.7``, microphysics-like): ``sequential``, ``levels_outside``,
+``blocked``, ``blocked_simd`` and ``auto`` under both floors, with the maximum relative difference to
+``sequential`` (the exact rows must be 0): ``python benchmarks/bench_scans.py libm [ncol nlev]``.
 """
 
 from __future__ import annotations
@@ -135,6 +140,56 @@ def window_rows(ncol: int = 81920, nlev: int = 90, layouts=("k", "cell")) -> lis
     return rows
 
 
+def _libm_body(c, x, k):
+    (y,) = c
+    return (y * np.exp(-x[0]) + x[0] ** 0.7,), ()
+
+
+def libm_scan_sdfg(impl: str, floor: str = "") -> dace.SDFG:
+    """A frontend scan over ``[levels, cells]`` (cells unit-stride) whose body calls ``exp`` and ``pow``."""
+
+    def prog(x, y0, out):
+        out[:] = sdfg_scan.scan(_libm_body, (y0,), (x,), axis=0)
+
+    prog.__annotations__ = dict(x=F64[K, N], y0=F64[N], out=F64[K, N])
+    sdfg = dace.program(prog).to_sdfg(simplify=True)
+    sdfg.name = f"bench_libm_scan_{impl}_{floor or 'pinned'}"
+    for n, _ in sdfg.all_nodes_recursive():
+        if isinstance(n, Scan):
+            n.implementation = impl
+            n.reproducibility = floor
+    return sdfg
+
+
+def libm_rows(ncol: int = 81920, nlev: int = 90) -> list[Row]:
+    """Every CPU expansion of :func:`libm_scan_sdfg` on one input; raises if an exact one differs in a bit."""
+    from sdfg_scan.choice import choose
+
+    rng = np.random.default_rng(0)
+    x, y0 = rng.random((nlev, ncol)), rng.random(ncol)
+    field = ncol * nlev * 8
+    rows: list[Row] = []
+    base, first = None, None
+    variants = [(impl, "") for impl in ("sequential", "levels_outside", "blocked", "blocked_simd")] + \
+        [("auto", "exact"), ("auto", "replay")]
+    for impl, floor in variants:
+        sdfg = libm_scan_sdfg(impl, floor)
+        label = impl
+        if impl == "auto":
+            node, state = next((n, st) for n, st in sdfg.all_nodes_recursive() if isinstance(n, Scan))
+            label = f"auto ({floor}: {choose(node, state, floor=floor).implementation})"
+        out = np.zeros((nlev, ncol))
+        t = best_time(compiled_call(sdfg.compile(), x=x, y0=y0, out=out, N=ncol, K=nlev))
+        first = out.copy() if first is None else first
+        rel = float(np.max(np.abs(out - first) / np.abs(first)))
+        if impl != "blocked_simd" and floor != "replay" and not np.array_equal(out.view(np.uint64),
+                                                                              first.view(np.uint64)):
+            raise AssertionError(f"libm scan: {label} (exact) differs from sequential")
+        base = base or t
+        rows.append(Row("general scan (exp, pow body)", "cell", f"{label} (rel {rel:.0e})", t, 2 * field, base))
+    return rows
+
+
 def linrec_numpy(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     y = np.zeros(a.shape[0])
     for k in range(a.shape[1]):
@@ -174,13 +229,14 @@ def main(ncol: int = 81920, nlev: int = 90) -> list[Row]:
         rows += peer_rows("linear recurrence", layout, {"a": a, "b": x}, 3 * field, base)
         base = None
         y0 = np.zeros(ncol)
-        for impl in ["sequential", "levels_outside", "auto"] if layout == "cell" else ["sequential", "auto"]:
+        for impl in ["sequential", "levels_outside", "blocked", "auto"] if layout == "cell" else ["sequential", "auto"]:
             prog = general_scan_sdfg(impl, layout).compile()
             t = best_time(compiled_call(prog, a=a, b=x, y0=y0, out=out, N=ncol, K=nlev))
             base = base or t
             label = "sequential (naive Map->k-loop)" if impl == "sequential" else impl
             rows.append(Row("general scan (linear recurrence body)", layout, label, t, 3 * field, base))
     rows += window_rows(ncol, nlev)
+    rows += libm_rows(ncol, nlev)
     print_table(rows, probe, f"scans, float64, ncol={ncol}, nlev={nlev}")
     return rows
 
@@ -240,6 +296,10 @@ def long_columns(nlev: int = 4 * 2**20, repeats: int = 15) -> list[Row]:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["long"]:
         long_columns(*(int(v) for v in sys.argv[2:3]))
+    elif sys.argv[1:2] == ["libm"]:
+        ncol, nlev = ([int(v) for v in sys.argv[2:4]] + [81920, 90])[:2] if sys.argv[3:4] else (81920, 90)
+        print_table(libm_rows(ncol, nlev), bandwidth_probe(2 * 8 * ncol * nlev),
+                    f"general scan calling libm, float64, ncol={ncol}, nlev={nlev}")
     elif sys.argv[1:2] == ["window"]:
         ncol, nlev = ([int(v) for v in sys.argv[2:4]] + [81920, 90])[:2] if sys.argv[3:4] else (81920, 90)
         print_table(window_rows(ncol, nlev), bandwidth_probe(2 * 8 * ncol * nlev),

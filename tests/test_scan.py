@@ -548,3 +548,57 @@ def test_levels_outside_runs_each_level_in_parallel_when_compile_expands_it():
     assert code.count("#pragma omp parallel for") == 3   # init, level, exit (final carries)
     assert "#pragma omp parallel for" in code[level_loop:level_loop + 400]
 
+
+BLOCKED_FRONTEND = [("blocked", False, "inclusive"), ("blocked", True, "include_initial"),
+                    ("blocked_kcached", False, "exclusive"), ("blocked_simd", True, "inclusive")]
+
+
+@pytest.mark.parametrize("impl,reverse,emit", BLOCKED_FRONTEND)
+def test_blocked_expansions_build_frontend_scans(impl, reverse, emit):
+    """``sdfg_scan.scan`` on 2-d operands (``columns="map"``) gets the cell-blocked kernel too, its one
+    column index the blocked cells: ``blocked`` and ``blocked_kcached`` bitwise the reference (exact
+    flags), ``blocked_simd`` within rounding (replay: vector math and contraction allowed); both layouts
+    through the one build (symbolic strides: the kernel's unit-stride and strided versions), from 1 level
+    and 1 column, a block edge crossed."""
+    csdfg = compiled(reverse, emit, np.float64, impl)
+    rng = np.random.default_rng(11)
+    for nlev, ncol in ((1, 1), (2, 7), (65, 300), (3, 0)):
+        a = rng.uniform(0.5, 1.0, (ncol, nlev))
+        b = rng.uniform(-1.0, 1.0, (ncol, nlev))
+        i0 = rng.uniform(-1.0, 1.0, ncol)
+        want = expected(a, b, i0, reverse, emit)
+        for order in ("C", "F"):
+            got = run(csdfg, a, b, i0, emit, order)
+            if impl == "blocked_simd":
+                for g, w in zip(got, want, strict=True):
+                    np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-15)
+            else:
+                _same(got, want)
+
+
+def libm_body(c, x, k):
+    (y,) = c
+    return (y * np.exp(-x[0]) + x[0] ** 0.7,), ()
+
+
+@dace.program
+def libm_columns(x: dace.float64[K, N], y0: dace.float64[N], out: dace.float64[K, N], x3: dace.float64[K, N, M],
+                 z0: dace.float64[N, M], out3: dace.float64[K, N, M]):
+    out[:] = sdfg_scan.scan(libm_body, (y0,), (x,), axis=0)
+    out3[:] = sdfg_scan.scan(libm_body, (z0,), (x3,), axis=0)
+
+
+def test_replay_picks_blocked_simd_for_a_frontend_scan_with_libm_calls():
+    """A frontend scan over cell-contiguous 2-d data whose body calls libm: ``auto`` under ``replay`` picks
+    ``blocked_simd`` (vector calls), under ``exact`` an exact expansion. With two column dimensions the
+    blocked kernels are refused with the reason (they block one)."""
+    from sdfg_scan.choice import refusal
+    from sdfg_scan.context import context_of
+
+    sdfg = libm_columns.to_sdfg(simplify=True)
+    (two, st2), (three, st3) = sorted(((n, st) for n, st in sdfg.all_nodes_recursive() if isinstance(n, Scan)),
+                                      key=lambda p: len(p[0].operand(p[1], next(iter(p[0].in_connectors))).shape))
+    assert choose(two, st2, floor="replay").implementation == "blocked_simd"
+    assert choose(two, st2, floor="exact").reproducibility == "exact"
+    why = refusal(three, "blocked", Scan.implementations["blocked"], context_of(three, st3, "exact"))
+    assert why is not None and "blocks one cell dimension, the operands have 2 column dimensions" in why

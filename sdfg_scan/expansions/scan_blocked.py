@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import platform
 import re
+from dataclasses import dataclass
 
 import dace
 import dace.library
@@ -47,7 +48,8 @@ from sdfg_scan.expansions import declare
 from sdfg_scan.expansions import scan_blocked_codegen as codegen
 from sdfg_scan.expansions.environments import LIBM_HEADER, ExactArithmetic, libm_flags
 from sdfg_scan.expansions.scan_blocked_codegen import LANE, BodyWriter, Ref, Scope, Unsupported, Writer, storage_type
-from sdfg_scan.expansions.scan_columns import body_copy
+from sdfg_scan.expansions.scan_body import LEVELS, stride_symbol
+from sdfg_scan.expansions.scan_columns import body_copy, per_level
 from sdfg_scan.scan_structure import NotAScan, analyze_scan
 
 BLOCK = 256
@@ -135,9 +137,68 @@ class VectorMath:
     dependencies: list[type] = []
 
 
-def _outer(node, expr) -> symbolic.SymExpr:
-    subs = {symbolic.pystr_to_symbolic(k): symbolic.pystr_to_symbolic(str(v)) for k, v in node.symbol_mapping.items()}
+def _outer(mapping: dict, expr) -> symbolic.SymExpr:
+    subs = {symbolic.pystr_to_symbolic(k): symbolic.pystr_to_symbolic(str(v)) for k, v in mapping.items()}
     return symbolic.pystr_to_symbolic(str(expr)).subs(subs)
+
+
+CELL = "_sdfg_scan_cell"
+"""The cell index of a ``columns="map"`` scan's kernel (the frontend's nodes have no map parameter)."""
+
+
+@dataclass(frozen=True)
+class Cells:
+    """The one cell dimension the kernel blocks, as the node sees it.
+
+    ``param`` and ``range`` (``begin:end``, end exclusive) are the map's; ``subsets`` the subset of its
+    container each connector reads or writes for one cell, in the container's indices; ``mapping`` body
+    symbol -> expression in the enclosing SDFG. ``columns="cells"``: the node's own properties.
+    ``columns="map"`` (the frontend's ``sdfg_scan.scan``): the single non-axis index of 2-d operands,
+    per-level connectors at the window's first level (the body indexes them with its level count and
+    ``_st_<connector>`` strides, which ``mapping`` gives), K-less ones at the cell's element.
+    """
+
+    param: str
+    range: str
+    subsets: dict
+    mapping: dict
+
+
+def cells(node, state: dace.SDFGState) -> Cells | str:
+    """The node's cell dimension (:class:`Cells`), or why the kernel cannot block it."""
+    if node.columns == "cells":
+        if len(node.cell_params) != 1:
+            return f"blocks one cell dimension, the node's map has {len(node.cell_params)}"
+        return Cells(node.cell_params[0], node.cell_ranges[0], dict(node.cell_subsets), dict(node.symbol_mapping))
+    if node.columns != "map":
+        return "needs the map over cells in the node (columns='cells'; LiftCellMap)"
+    levels = per_level(node)
+    if not levels:
+        return "no per-level connector"
+    ref = node.operand(state, levels[0])
+    nd = len(ref.shape)
+    axis = node.resolved_axis(nd)
+    if nd != 2:
+        return f"blocks one cell dimension, the operands have {nd - 1} column dimensions"
+    col = 1 - axis
+    cell = symbolic.pystr_to_symbolic(CELL)
+    subs, mapping = {}, dict(node.symbol_mapping)
+    mapping[LEVELS] = node.levels(state)
+    for c in list(node.in_connectors) + list(node.out_connectors):
+        op = node.operand(state, c)
+        steps = [r[2] for r in op.edge.data.subset.ndrange()]
+        if c in levels:
+            idx = [op.offset[d] + (steps[d] * cell if d == col else 0) for d in range(nd)]
+            mapping[stride_symbol(c)] = op.strides[axis]
+        elif len(op.shape) == 1 and not isinstance(op.desc, dt.Scalar):
+            idx = [op.offset[0] + steps[0] * cell]   # one value per column
+        else:
+            idx = list(op.offset)                     # one value for every column
+        subs[c] = ", ".join(symbolic.symstr(i) for i in idx)
+    for sym in node.body.free_symbols:
+        if sym not in mapping and sym in state.sdfg.symbols:
+            mapping[sym] = dace.symbol(sym, state.sdfg.symbols[sym])
+    return Cells(CELL, f"0:{symbolic.symstr(ref.shape[col])}", subs, mapping)
 
 
 def _parts(s) -> tuple[list, list, list]:
@@ -164,10 +225,9 @@ def _accessed(blocks) -> set[str]:
 def check(node, state: dace.SDFGState, kcached: bool = False) -> str | None:
     """Why the blocked expansions cannot build ``node`` (None: they can; ``kcached``: with its
     level-offset reads served by rings)."""
-    if node.columns != "cells":
-        return "needs the map over cells in the node (columns='cells'; LiftCellMap)"
-    if len(node.cell_params) != 1:
-        return f"blocks one cell dimension, the node's map has {len(node.cell_params)}"
+    view = cells(node, state)
+    if isinstance(view, str):
+        return view
     if state is not None and state.sdfg.parent_nsdfg_node is not None:
         return "the node sits in a nested SDFG (the kernel reads the symbols of the top-level program)"
     try:
@@ -181,6 +241,9 @@ def kernel(node, state: dace.SDFGState, if_convert: bool, block: int = BLOCK,
            kcached: bool = False) -> tuple[str, dict]:
     """The C++ of the block kernel and the connector types (pointers) of the tasklet; ``kcached``: of
     the body whose level-offset reads come from rings (module docstring)."""
+    view = cells(node, state)
+    if isinstance(view, str):
+        raise Unsupported(view)
     body = body_copy(node)
     if kcached:
         from sdfg_scan.expansions.scan_kcached import cache_levels
@@ -194,17 +257,17 @@ def kernel(node, state: dace.SDFGState, if_convert: bool, block: int = BLOCK,
     for b in pre + post:
         if var in b.free_symbols:
             raise Unsupported(f"the body uses its loop variable '{var}' outside the loop")
-    param = node.cell_params[0]
+    param = view.param
     cell = symbolic.pystr_to_symbolic(param)
-    rng = subsets.Range.from_string(node.cell_ranges[0])
+    rng = subsets.Range.from_string(view.range)
     (cb, ce, cs), = rng.ndrange()
     if symbolic.inequal_symbols(cs, 1):
         raise Unsupported("the map over cells has a non-unit step")
-    start, stop = _outer(node, s.start), _outer(node, s.stop)
+    start, stop = _outer(view.mapping, s.start), _outer(view.mapping, s.stop)
     if cell in start.free_symbols | stop.free_symbols:
         raise Unsupported("the level range depends on the cell")
 
-    syms = {k: f"_s_{k}" for k in node.symbol_mapping}
+    syms = {k: f"_s_{k}" for k in view.mapping}
     syms[var] = f"_s_{var}"
     top = Scope(body, {}, syms)
     conn_types = {}
@@ -217,7 +280,7 @@ def kernel(node, state: dace.SDFGState, if_convert: bool, block: int = BLOCK,
         if isinstance(op.desc, dt.Scalar):
             off = "0"
         else:
-            sub = subsets.Range.from_string(node.cell_subsets[c])
+            sub = subsets.Range.from_string(view.subsets[c])
             if len(sub) != len(op.desc.shape):
                 raise Unsupported(f"connector '{c}': per-cell subset rank differs from its container's")
             unit += codegen.unknown_cell_strides(op.desc, codegen.cell_dims(sub, cell))
@@ -273,7 +336,7 @@ def kernel(node, state: dace.SDFGState, if_convert: bool, block: int = BLOCK,
     lines_post = part(post, False) if post else []
     used = _used(syms, lines_pre + lines_loop + lines_post)
     prelude = [f"    const auto {syms[k]} = {sym2cpp(symbolic.pystr_to_symbolic(str(v)))};"
-               for k, v in node.symbol_mapping.items() if syms[k] in used] + ["    " + p for p in ptrs]
+               for k, v in view.mapping.items() if syms[k] in used] + ["    " + p for p in ptrs]
 
     def fill(lines):
         out = []
