@@ -26,7 +26,7 @@ scan out of a map that holds other independent work, ``ScanFission``'s parts; -1
 an arm does not write, guarded integer division stays under its ``if``, a symbol assigned in a branch and
 read after it is refused; -14: such a division in a symbol assigned in an arm, conditions reading a
 one-element container kept in a register; -15: ``levels_outside``'s per-level maps are OpenMP loops when the
-code generator expands the node)."""
+code generator expands the node, a division by an integer symbol stays under its ``if``)."""
 
 
 @dataclass

@@ -287,3 +287,44 @@ def test_a_guarded_integer_division_stays_under_its_if():
     sdfg(m=m, a=a, b=b, K=3, N=300)
     safe = np.where(m > 0, m, 1)
     assert np.array_equal(b, np.where(m > 0, a * (100 // safe), a * 1.0))
+
+
+@dace.program
+def _level_scaled(a: dace.float64[K, N], b: dace.float64[K, N]):
+    for k, i in dace.map[0:K, 0:N]:
+        s = a[k, i] * 1.0
+        if a[k, i] > 0.5:
+            s = a[k, i] * 3.0
+        b[k, i] = s
+
+
+def test_a_division_by_an_integer_symbol_stays_under_its_if():
+    """``100 / k`` with ``k`` a symbol (the level) is C++ integer division: computed for every lane of an
+    if-converted branch it divides by zero where the branch's guard ``k > 0`` is false. The trap rule counted
+    only containers as integers; symbols count too. (DaCe's frontend cannot write ``100 // k``: the tasklet
+    and its guard are edited in.)"""
+    from dace.properties import CodeBlock
+    from dace.sdfg.state import ConditionalBlock
+
+    sdfg = _level_scaled.to_sdfg(simplify=True)
+    (t, st), = [(n, st) for n, st in sdfg.all_nodes_recursive()
+                if isinstance(n, dace.nodes.Tasklet) and "3.0" in n.code.as_string]
+    t.code = CodeBlock("__out = __in1 * (100 / k)")
+    inner = st.sdfg
+    inner.add_symbol("k", dace.int64)
+    inner.parent_nsdfg_node.symbol_mapping["k"] = dace.symbol("k")
+    (block,) = [b for b in inner.all_control_flow_blocks() if isinstance(b, ConditionalBlock)]
+    cond, arm = block.branches[0]
+    block.branches[0] = (CodeBlock(f"({cond.as_string}) and (k > 0)"), arm)
+    sdfg.validate()
+    assert vectorize_cell_maps(sdfg) == 1
+    (t,) = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet) and "vectorized" in n.label]
+    code = t.code_global.as_string
+    lines = code[code.index("#pragma omp simd"):].splitlines()
+    div = next(j for j, line in enumerate(lines) if "100 /" in line)
+    assert any(line.strip().startswith("if (") for line in lines[:div])
+    a = np.random.default_rng(4).uniform(0.0, 1.0, (3, 300))
+    b = np.zeros((3, 300))
+    sdfg(a=a, b=b, K=3, N=300)
+    k = np.arange(3)[:, None]
+    assert np.array_equal(b, np.where((a > 0.5) & (k > 0), a * (100 // np.maximum(k, 1)), a * 1.0))

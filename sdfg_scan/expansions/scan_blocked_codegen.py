@@ -469,7 +469,7 @@ class BodyWriter:
             try:
                 # if-converted, every condition is computed for every lane (an ``elif``'s past the arms
                 # before it; all of them past an enclosing block's condition)
-                types = {n: d.dtype for n, d in scope.sdfg.arrays.items()}
+                types = {**{n: dace.int64 for n in scope.syms}, **_dtypes(scope.sdfg)}
                 trees = [_code_tree(c) for c, _ in block.branches if c is not None]
                 if any(_may_trap(t, types) for t in (trees if self.overrides else trees[1:])):
                     raise _Trap(block.label)
@@ -629,8 +629,8 @@ class BodyWriter:
         known = {**{s: dace.int64 for s in scope.syms}, **types}
         for stmt in t.code.code:
             stmt = remover.visit(copy.deepcopy(stmt))
-            if self.if_convert and self.overrides and _may_trap(stmt, types):
-                raise _Trap(t.label)   # computed for every lane of an if-converted branch
+            if self.if_convert and self.overrides and _may_trap(stmt, known):
+                raise _Trap(t.label)   # computed for every lane of an if-converted branch (a symbol divides too)
             if self.if_convert:
                 stmt = _if_converted(stmt, types)
             stmt = _Rename({s: c for s, c in scope.syms.items() if s not in types}, arrays, scope).visit(stmt)
