@@ -232,6 +232,8 @@ def _carry_slots(carries, ncarry: int) -> list[int]:
 
 
 def _scan_carry_dtype(init, x0):
+    if isinstance(init, np.generic):   # a NumPy scalar has its dtype (np.float64 subclasses float)
+        return init.dtype
     if isinstance(init, bool):
         return np.dtype(np.bool_)
     if isinstance(init, (int, float)) and not isinstance(init, np.ndarray):

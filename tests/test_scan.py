@@ -602,3 +602,30 @@ def test_replay_picks_blocked_simd_for_a_frontend_scan_with_libm_calls():
     assert choose(two, st2, floor="exact").reproducibility == "exact"
     why = refusal(three, "blocked", Scan.implementations["blocked"], context_of(three, st3, "exact"))
     assert why is not None and "blocks one cell dimension, the operands have 2 column dimensions" in why
+
+
+def test_floor_and_ceil_are_refused_while_parsing():
+    """DaCe lowers ``math.floor`` to ``dace::math::floor``, which 2.0.0a10 declares for its typeless NaN only:
+    the body compiled under no expansion (a CompilationError deep in the build). Refused with the reason."""
+    def floored(c, x, k):
+        return (c[0] + np.floor(x[0] * 7.0),), ()
+
+    @dace.program
+    def prog(a: dace.float64[K, N], c0: dace.float64[K, N]):
+        c0[:] = sdfg_scan.scan(floored, (0.0,), (a,), axis=0)
+
+    with pytest.raises(ValueError, match=r"call 'np.floor\(x\[0\] \* 7.0\)' is not supported in a scan body: "
+                                         r"DaCe 2.0.0a10 has no 'floor' of a float or double"):
+        prog.to_sdfg()
+
+
+def test_a_numpy_scalar_init_keeps_its_dtype():
+    """``np.float64(0.3)`` subclasses Python's float: it was typed like a number (the float32 input's dtype).
+    A NumPy scalar gives its own dtype, as a 0-d array and a ``dace.float64`` argument in a program do."""
+    def body(c, x, k):
+        return (c[0] * 0.5 + x[0],), ()
+
+    f = np.ones((3, 2), np.float32)
+    assert sdfg_scan.scan(body, (np.float64(0.3),), (f,), axis=0).dtype == np.float64
+    assert sdfg_scan.scan(body, (np.array(0.3),), (f,), axis=0).dtype == np.float64
+    assert sdfg_scan.scan(body, (0.3,), (f,), axis=0).dtype == np.float32

@@ -48,8 +48,10 @@ def stride_symbol(connector: str) -> str:
 
 _FUNCS = {"exp": "math.exp", "log": "math.log", "sqrt": "math.sqrt", "abs": "abs", "fabs": "abs",
           "sin": "math.sin", "cos": "math.cos", "tanh": "math.tanh",
-          "min": "min", "max": "max", "pow": "math.pow", "power": "math.pow", "floor": "math.floor",
-          "ceil": "math.ceil"}
+          "min": "min", "max": "max", "pow": "math.pow", "power": "math.pow"}
+_NO_CXX = ("floor", "ceil")
+"""NumPy functions DaCe 2.0.0a10 lowers to ``dace::math::floor``/``ceil``, which it declares for its typeless NaN
+only (no float or double overload: the program would not compile); refused while the body is parsed."""
 K = "_k"
 _OPS = {ast.Mod: "%", ast.FloorDiv: "//"}
 
@@ -121,6 +123,7 @@ class BodyExpressions(ast.NodeTransformer):
         return node
 
     def visit_Call(self, node):
+        text = ast.unparse(node)   # as the user wrote it (the arguments are translated below)
         self.generic_visit(node)
         f = node.func
         name = f.attr if isinstance(f, ast.Attribute) else (f.id if isinstance(f, ast.Name) else None)
@@ -134,7 +137,12 @@ class BodyExpressions(ast.NodeTransformer):
             return ast.parse(f"({a} if ({a} {cmp} {b} or {a} != {a}) else {b})", mode="eval").body
         if name in _FUNCS:
             return ast.Call(ast.parse(_FUNCS[name], mode="eval").body, node.args, [])
-        raise self._err(f"call '{ast.unparse(node)}' is not supported in {self.what}; use arithmetic, np.where, "
+        if name in _NO_CXX:
+            raise self._err(f"call '{text}' is not supported in {self.what}: DaCe 2.0.0a10 has no "
+                            f"'{name}' of a float or double for tasklets (its dace::math::{name} takes only its "
+                            "typeless NaN, the program would not compile); compute the value outside the scan "
+                            f"(np.{name} of the input array) and pass it as an input")
+        raise self._err(f"call '{text}' is not supported in {self.what}; use arithmetic, np.where, "
                    f"or one of {sorted(_FUNCS)}")
 
 
