@@ -296,13 +296,10 @@ def long_columns(nlev: int = 4 * 2**20, repeats: int = 15) -> list[Row]:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["long"]:
         long_columns(*(int(v) for v in sys.argv[2:3]))
-    elif sys.argv[1:2] == ["libm"]:
+    elif sys.argv[1:2] in (["libm"], ["window"]):
         ncol, nlev = ([int(v) for v in sys.argv[2:4]] + [81920, 90])[:2] if sys.argv[3:4] else (81920, 90)
-        print_table(libm_rows(ncol, nlev), bandwidth_probe(2 * 8 * ncol * nlev),
-                    f"general scan calling libm, float64, ncol={ncol}, nlev={nlev}")
-    elif sys.argv[1:2] == ["window"]:
-        ncol, nlev = ([int(v) for v in sys.argv[2:4]] + [81920, 90])[:2] if sys.argv[3:4] else (81920, 90)
-        print_table(window_rows(ncol, nlev), bandwidth_probe(2 * 8 * ncol * nlev),
-                    f"windowed general scan, float64, ncol={ncol}, nlev={nlev}")
+        rows_of, what = {"libm": (libm_rows, "general scan calling libm"),
+                         "window": (window_rows, "windowed general scan")}[sys.argv[1]]
+        print_table(rows_of(ncol, nlev), bandwidth_probe(2 * 8 * ncol * nlev), f"{what}, float64, ncol={ncol}, nlev={nlev}")
     else:
         main(*(int(v) for v in sys.argv[1:3]))

@@ -468,17 +468,31 @@ def test_reference_runs_one_column_bodies_column_by_column(axis, shape):
         assert final[col] == s
 
 
-def test_floor_division_and_remainder_are_refused():
-    """C++'s ``%`` and ``/`` on integers truncate toward zero and ``%`` takes no floats: refused while parsing."""
-    def rem(c, x, k):
-        return (c[0] + x[0] % 2.0,), ()
+def _remainder(c, x, k):
+    return (c[0] + x[0] % 2.0,), ()
 
+
+def _floored(c, x, k):
+    return (c[0] + np.floor(x[0] * 7.0),), ()
+
+
+@pytest.mark.parametrize("fn, message", [
+    # C++'s ``%`` and ``/`` on integers truncate toward zero and ``%`` takes no floats
+    (_remainder, r"sdfg_scan.scan: 'x\[0\] % 2.0' is not supported in a scan body: NumPy's '%' rounds toward minus "
+                 r"infinity"),
+    # DaCe lowers ``math.floor`` to ``dace::math::floor``, which 2.0.0a10 declares for its typeless NaN only: the
+    # body compiled under no expansion (a CompilationError deep in the build)
+    (_floored, r"call 'np.floor\(x\[0\] \* 7.0\)' is not supported in a scan body: DaCe 2.0.0a10 has no 'floor' of "
+               r"a float or double"),
+], ids=["remainder", "floor"])
+def test_bodies_cxx_cannot_build_are_refused_while_parsing(fn, message):
+    """Body operations the generated C++ would get wrong (``%``) or could not compile (``np.floor``) are refused
+    while the program is parsed, with the reason."""
     @dace.program
     def prog(a: dace.float64[N, K], c0: dace.float64[N, K]):
-        c0[:] = sdfg_scan.scan(rem, (0.0,), (a,), axis=1)
+        c0[:] = sdfg_scan.scan(fn, (0.0,), (a,), axis=1)
 
-    with pytest.raises(ValueError, match=r"sdfg_scan.scan: 'x\[0\] % 2.0' is not supported in a scan body: "
-                                         r"NumPy's '%' rounds toward minus infinity"):
+    with pytest.raises(ValueError, match=message):
         prog.to_sdfg()
 
 
@@ -602,21 +616,6 @@ def test_replay_picks_blocked_simd_for_a_frontend_scan_with_libm_calls():
     assert choose(two, st2, floor="exact").reproducibility == "exact"
     why = refusal(three, "blocked", Scan.implementations["blocked"], context_of(three, st3, "exact"))
     assert why is not None and "blocks one cell dimension, the operands have 2 column dimensions" in why
-
-
-def test_floor_and_ceil_are_refused_while_parsing():
-    """DaCe lowers ``math.floor`` to ``dace::math::floor``, which 2.0.0a10 declares for its typeless NaN only:
-    the body compiled under no expansion (a CompilationError deep in the build). Refused with the reason."""
-    def floored(c, x, k):
-        return (c[0] + np.floor(x[0] * 7.0),), ()
-
-    @dace.program
-    def prog(a: dace.float64[K, N], c0: dace.float64[K, N]):
-        c0[:] = sdfg_scan.scan(floored, (0.0,), (a,), axis=0)
-
-    with pytest.raises(ValueError, match=r"call 'np.floor\(x\[0\] \* 7.0\)' is not supported in a scan body: "
-                                         r"DaCe 2.0.0a10 has no 'floor' of a float or double"):
-        prog.to_sdfg()
 
 
 def test_a_numpy_scalar_init_keeps_its_dtype():

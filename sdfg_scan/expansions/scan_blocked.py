@@ -48,8 +48,7 @@ from sdfg_scan.expansions import declare
 from sdfg_scan.expansions import scan_blocked_codegen as codegen
 from sdfg_scan.expansions.environments import LIBM_HEADER, ExactArithmetic, libm_flags
 from sdfg_scan.expansions.scan_blocked_codegen import LANE, BodyWriter, Ref, Scope, Unsupported, Writer, storage_type
-from sdfg_scan.expansions.scan_body import LEVELS, stride_symbol
-from sdfg_scan.expansions.scan_columns import body_copy, per_level
+from sdfg_scan.expansions.scan_columns import body_copy, mapped_symbols, per_level
 from sdfg_scan.scan_structure import NotAScan, analyze_scan
 
 BLOCK = 256
@@ -182,22 +181,19 @@ def cells(node, state: dace.SDFGState) -> Cells | str:
         return f"blocks one cell dimension, the operands have {nd - 1} column dimensions"
     col = 1 - axis
     cell = symbolic.pystr_to_symbolic(CELL)
-    subs, mapping = {}, dict(node.symbol_mapping)
-    mapping[LEVELS] = node.levels(state)
-    for c in list(node.in_connectors) + list(node.out_connectors):
-        op = node.operand(state, c)
+    ops = {c: node.operand(state, c) for c in list(node.in_connectors) + list(node.out_connectors)}
+    subs = {}
+    for c, op in ops.items():
         steps = [r[2] for r in op.edge.data.subset.ndrange()]
         if c in levels:
             idx = [op.offset[d] + (steps[d] * cell if d == col else 0) for d in range(nd)]
-            mapping[stride_symbol(c)] = op.strides[axis]
         elif len(op.shape) == 1 and not isinstance(op.desc, dt.Scalar):
             idx = [op.offset[0] + steps[0] * cell]   # one value per column
         else:
             idx = list(op.offset)                     # one value for every column
         subs[c] = ", ".join(symbolic.symstr(i) for i in idx)
-    for sym in node.body.free_symbols:
-        if sym not in mapping and sym in state.sdfg.symbols:
-            mapping[sym] = dace.symbol(sym, state.sdfg.symbols[sym])
+    mapping = mapped_symbols(node, node.body, node.levels(state), {c: ops[c].strides[axis] for c in levels},
+                             state.sdfg.symbols)
     return Cells(CELL, f"0:{symbolic.symstr(ref.shape[col])}", subs, mapping)
 
 

@@ -89,6 +89,20 @@ def per_level(node) -> list[str]:
             if not isinstance(node.body.arrays[c], dace.data.Scalar)]
 
 
+def mapped_symbols(node, body: dace.SDFG, nk, strides: dict, symbols: dict) -> dict:
+    """``columns="map"``: the symbol mapping of the ``body`` of one column: the node's own, the level count
+    ``nk`` (``_nk``), each per-level connector's scan-axis stride (``strides``: connector -> stride) and the
+    enclosing ``symbols`` (name -> dtype) the body reads under their own names."""
+    mapping = dict(node.symbol_mapping)
+    mapping[LEVELS] = nk
+    for c, stride in strides.items():
+        mapping[stride_symbol(c)] = stride
+    for s in body.free_symbols:
+        if s not in mapping and s in symbols:
+            mapping[s] = dace.symbol(s, symbols[s])
+    return mapping
+
+
 def mapped_columns(node, state: dace.SDFGState, name: str) -> dace.SDFG:
     """``columns="map"``: map over every non-axis index -> nested column SDFG (the body)."""
     conns = list(node.in_connectors) + list(node.out_connectors)
@@ -107,13 +121,7 @@ def mapped_columns(node, state: dace.SDFGState, name: str) -> dace.SDFG:
     me, mx = st.add_map(f"{node.label}_columns", ranges)
     me.map.gpu_block_size = [GPU_BLOCK, 1, 1]
     body = body_copy(node)
-    mapping = dict(node.symbol_mapping)
-    mapping[LEVELS] = nk
-    for c in levels:
-        mapping[stride_symbol(c)] = outer.arrays[c].strides[axis]
-    for s in body.free_symbols:
-        if s not in mapping and s in outer.symbols:
-            mapping[s] = dace.symbol(s, outer.symbols[s])
+    mapping = mapped_symbols(node, body, nk, {c: outer.arrays[c].strides[axis] for c in levels}, outer.symbols)
     nsdfg = st.add_nested_sdfg(body, {c: None for c in node.in_connectors}, {c: None for c in node.out_connectors},
                                symbol_mapping=mapping)
 
@@ -177,4 +185,4 @@ def cell_map(node, state: dace.SDFGState, name: str) -> dace.SDFG:
     return outer
 
 
-__all__ = ["body_copy", "cell_map", "cell_symbols", "mapped_columns", "nested_column", "per_level"]
+__all__ = ["body_copy", "cell_map", "cell_symbols", "mapped_columns", "mapped_symbols", "nested_column", "per_level"]
