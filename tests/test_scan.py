@@ -473,30 +473,56 @@ def _remainder(c, x, k):
 
 
 def _floored(c, x, k):
-    return (c[0] + np.floor(x[0] * 7.0),), ()
+    t = np.floor(x[0] * 7.0) - np.ceil(c[0] * 0.5)
+    return (c[0] * 0.5 + t,), (np.floor(x[0, -1]),)
 
 
-@pytest.mark.parametrize("fn, message", [
-    # C++'s ``%`` and ``/`` on integers truncate toward zero and ``%`` takes no floats
-    (_remainder, r"sdfg_scan.scan: 'x\[0\] % 2.0' is not supported in a scan body: NumPy's '%' rounds toward minus "
-                 r"infinity"),
-    # DaCe lowers ``math.floor`` to ``dace::math::floor``, which 2.0.0a10 declares for its typeless NaN only: the
-    # body compiled under no expansion (a CompilationError deep in the build)
-    (_floored, r"call 'np.floor\(x\[0\] \* 7.0\)' is not supported in a scan body: DaCe 2.0.0a10 has no 'floor' of "
-               r"a float or double"),
-], ids=["remainder", "floor"])
-def test_bodies_cxx_cannot_build_are_refused_while_parsing(fn, message):
-    """Body operations the generated C++ would get wrong (``%``) or could not compile (``np.floor``) are refused
-    while the program is parsed, with the reason."""
+@dace.program
+def floored_columns(a: dace.float64[K, N], i0: dace.float64[N], c0: dace.float64[K, N], y0: dace.float64[K, N],
+                    a32: dace.float32[K, N], j0: dace.float32[N], c1: dace.float32[K, N], y1: dace.float32[K, N]):
+    c0[:], y0[:] = sdfg_scan.scan(_floored, (i0,), (a,), axis=0)
+    c1[:], y1[:] = sdfg_scan.scan(_floored, (j0,), (a32,), axis=0)
+
+
+def test_bodies_cxx_cannot_build_are_refused_while_parsing():
+    """``%`` on floats, which the generated C++ would get wrong (it rounds toward zero, NumPy toward minus
+    infinity), is refused while the program is parsed, with the reason."""
     @dace.program
     def prog(a: dace.float64[N, K], c0: dace.float64[N, K]):
-        c0[:] = sdfg_scan.scan(fn, (0.0,), (a,), axis=1)
+        c0[:] = sdfg_scan.scan(_remainder, (0.0,), (a,), axis=1)
 
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=r"sdfg_scan.scan: 'x\[0\] % 2.0' is not supported in a scan body: NumPy's "
+                                         r"'%' rounds toward minus infinity"):
         prog.to_sdfg()
 
 
-@pytest.mark.parametrize("emit", reference.EMIT_MODES)
+@pytest.mark.parametrize("impl", ["sequential", "blocked", "blocked_simd"])
+def test_floor_and_ceil_in_a_body_match_numpy(impl):
+    """``np.floor``/``np.ceil`` in a scan body: DaCe 2.0.0a10 lowers them to ``dace::math::floor``/``ceil``,
+    which take no float or double, so the program did not compile (they were refused); the body now calls
+    C's ``floor``/``ceil``. Bitwise NumPy's values in float64 and float32 (C's double overload is cast back),
+    signed zeros, infinities and NaN included, in the per-cell and the blocked kernels."""
+    sdfg = floored_columns.to_sdfg(simplify=True)
+    sdfg.name = f"floored_columns_{impl}"
+    for n, _ in sdfg.all_nodes_recursive():
+        if isinstance(n, Scan):
+            n.implementation = impl
+    rng = np.random.default_rng(5)
+    nlev, ncol = 9, 300
+    args = {}
+    for dt, (x, i, c, y) in ((np.float64, ("a", "i0", "c0", "y0")), (np.float32, ("a32", "j0", "c1", "y1"))):
+        a = rng.uniform(-3.0, 3.0, (nlev, ncol)).astype(dt)
+        a[0, :4] = [-0.0, np.inf, -np.inf, np.nan]
+        args.update({x: a, i: rng.uniform(-3.0, 3.0, ncol).astype(dt), c: np.zeros_like(a), y: np.zeros_like(a)})
+    with np.errstate(invalid="ignore"):
+        want = {dt: sdfg_scan.scan(_floored, (args[i],), (args[x],), axis=0)
+                for dt, x, i in ((np.float64, "a", "i0"), (np.float32, "a32", "j0"))}
+    sdfg(**args, N=ncol, K=nlev)
+    for dt, outs in ((np.float64, ("c0", "y0")), (np.float32, ("c1", "y1"))):
+        for o, w in zip(outs, want[dt], strict=True):
+            assert args[o].dtype == w.dtype and np.array_equal(args[o], w, equal_nan=True), (impl, o)
+
+
 def test_reference_over_no_level_keeps_its_outputs(emit):
     """Zero levels: as many results as for K > 0 (the ys empty along the axis), with the same dtypes."""
     def two_ys(c, x, k):

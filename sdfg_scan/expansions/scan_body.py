@@ -7,7 +7,7 @@ The body function has the signature of :func:`sdfg_scan.reference.scan`'s ``f``:
         return (a,), (a * 2,)           # (new carry tuple, per-level outputs tuple)
 
 Allowed: assignments to local names, tuple unpacking of ``c``, arithmetic and comparisons,
-conditional expressions, ``np.where(c, a, b)``, ``np.minimum/maximum``, ``np.exp/log/sqrt/abs``
+conditional expressions, ``np.where(c, a, b)``, ``np.minimum/maximum``, ``np.exp/log/sqrt/abs/floor/ceil``
 (or ``math.*``), one final ``return``; ``%`` and ``//`` are refused (C++'s truncate toward zero). The body
 becomes one tasklet per level, typed as NumPy types it (:mod:`sdfg_scan.expansions.scan_body_types`: Python numbers beside float32
 values are float32, ``/`` of integers is true division); out-of-column offset reads return ``fill`` (the
@@ -48,10 +48,11 @@ def stride_symbol(connector: str) -> str:
 
 _FUNCS = {"exp": "math.exp", "log": "math.log", "sqrt": "math.sqrt", "abs": "abs", "fabs": "abs",
           "sin": "math.sin", "cos": "math.cos", "tanh": "math.tanh",
-          "min": "min", "max": "max", "pow": "math.pow", "power": "math.pow"}
-_NO_CXX = ("floor", "ceil")
-"""NumPy functions DaCe 2.0.0a10 lowers to ``dace::math::floor``/``ceil``, which it declares for its typeless NaN
-only (no float or double overload: the program would not compile); refused while the body is parsed."""
+          "min": "min", "max": "max", "pow": "math.pow", "power": "math.pow",
+          # C's own floor/ceil: DaCe 2.0.0a10 lowers ``math.floor`` / ``np.floor`` / ``np.ceil`` to
+          # ``dace::math::floor``/``ceil``, which it declares for its typeless NaN only (no float or double
+          # overload: the program would not compile); a bare name reaches the generated C++ as written
+          "floor": "floor", "ceil": "ceil"}
 K = "_k"
 _OPS = {ast.Mod: "%", ast.FloorDiv: "//"}
 
@@ -137,11 +138,6 @@ class BodyExpressions(ast.NodeTransformer):
             return ast.parse(f"({a} if ({a} {cmp} {b} or {a} != {a}) else {b})", mode="eval").body
         if name in _FUNCS:
             return ast.Call(ast.parse(_FUNCS[name], mode="eval").body, node.args, [])
-        if name in _NO_CXX:
-            raise self._err(f"call '{text}' is not supported in {self.what}: DaCe 2.0.0a10 has no "
-                            f"'{name}' of a float or double for tasklets (its dace::math::{name} takes only its "
-                            "typeless NaN, the program would not compile); compute the value outside the scan "
-                            f"(np.{name} of the input array) and pass it as an input")
         raise self._err(f"call '{text}' is not supported in {self.what}; use arithmetic, np.where, "
                    f"or one of {sorted(_FUNCS)}")
 

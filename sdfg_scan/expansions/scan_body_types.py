@@ -105,6 +105,8 @@ class NumpyTypes:
                 node.args = [self._meet(a, k, o)[0] for (a, k), o in zip(args, reversed(kinds), strict=True)]
                 return node, _promote(*kinds)
             kind = kinds[0] if kinds else None
+            if name in ("floor", "ceil") and kind == "float32":   # C's floor/ceil may take the double overload
+                return self._cast(node, "float32"), kind
             return node, ("float64" if kind in _WEAK else kind)   # np.exp(0.5) is a float64 value
         return node, None
 
