@@ -180,6 +180,7 @@ def inspect_args(p: argparse.ArgumentParser) -> None:
 
 def inspect(args: argparse.Namespace) -> int:
     from sdfg_scan.scan_sites import find_scans
+    from sdfg_scan.transformations.dead_carry_elimination import dead_containers
 
     sdfg = load(args.file, "inspect")
     if sdfg is None:
@@ -193,9 +194,11 @@ def inspect(args: argparse.Namespace) -> int:
         print(f"\nscan {i}: {type(site.node).__name__} '{site.node.label}' in state '{site.state.label}'")
         print(f"  axis/loop variable: {s.variable}   direction: {s.direction}   levels: [{s.start}, {s.stop})")
         print(f"  carry slots ({len(s.carries)}):")
+        dead = dead_containers(s.sdfg)
         for c in s.carries.values():
             init = c.init or (f"const {c.init_constant}" if c.init_constant else "none")
             extra = f"; delay of {c.delay_of[0]}" if c.delay_of else ""
+            extra += "; dead (its value reaches no output)" if c.name in dead else ""
             print(f"    {c.name:28} {str(c.dtype):8} {c.kind:13} init={init}; outputs={c.outputs}{extra}")
         print(f"  boundary branches ({len(s.branches)}):")
         for b in s.branches:

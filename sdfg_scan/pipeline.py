@@ -214,8 +214,10 @@ def _canonicalise_body(node, report: OptimizeReport) -> tuple[int, int, int, int
     """Canonicalise one ``Scan.body``; returns (copies removed, carries removed, demoted, branches peeled,
     carries crossing levels before: :func:`_level_carries`).
 
-    Copies and carry slots are counted by the transformations' applications (one copy, one slot
-    each); a rewritten slot counts as removed when the analysis classified it ``unused`` before.
+    Copies are counted by the transformations' applications (one copy each); a carry slot counts as
+    removed when it is gone and was not ``pass_through`` (``unused`` and dead slots: one application of
+    ``DeadCarryElimination`` removes a dead set whole), as demoted when it was ``pass_through`` and is gone
+    or was a ``delay_line`` and is one no more.
     Peeled branches are the boundary branches the analysis no longer finds in the loop.
     """
     try:
@@ -226,8 +228,10 @@ def _canonicalise_body(node, report: OptimizeReport) -> tuple[int, int, int, int
     node.sync_from_body()
     after = analyze_scan(node.body, prologue=True)
     gone = set(before.carries) - set(after.carries)
-    removed = sum(1 for c in gone if before.carries[c].kind == "unused")
-    return (copies, removed, max(slots - removed, 0), max(0, len(before.branches) - len(after.branches)),
+    removed = sum(1 for c in gone if before.carries[c].kind != "pass_through")
+    demoted = sum(1 for c, slot in before.carries.items() if slot.kind == "pass_through" and c in gone
+                  or slot.kind == "delay_line" and c in after.carries and after.carries[c].kind != "delay_line")
+    return (copies, removed, demoted if slots else 0, max(0, len(before.branches) - len(after.branches)),
             _level_carries(before))
 
 

@@ -67,7 +67,7 @@ def column(name="column", *, backward=False, stride=1, in_loop=True, flag_value=
            flag_from_data=False, t_written_twice=False, s_read_after_n=False, s_read_in_update=False,
            o_to_array=False, var_used_after=False, exit_state=True, extra=None, extra_index="k",
            extra_read_after=False, extra_src_read_after=False, extra_written_twice=False, cf_uses=None,
-           **if_kw) -> dace.SDFG:
+           dead_fed_by_code=False, **if_kw) -> dace.SDFG:
     s = dace.SDFG(name)
     s.using_explicit_control_flow = True
     s.add_symbol("K", dace.int32)
@@ -154,6 +154,17 @@ def column(name="column", *, backward=False, stride=1, in_loop=True, flag_value=
             tk = comp.add_tasklet("use_d", {"a": None}, {"r": None}, "r = a + 1.0")
             comp.add_edge(comp.add_read("d"), None, tk, "a", dace.Memlet("d[0]"))
             comp.add_edge(tk, "r", comp.add_write("aux"), None, dace.Memlet(f"aux[{k}]"))
+        elif extra == "dead":   # d = d * 0.5 + x[k]: a recurrence whose value nothing reads
+            tk = comp.add_tasklet("make_v", {"a": None, "b": None}, {"r": None}, "r = a * 0.5 + b")
+            comp.add_edge(comp.add_read("d"), None, tk, "a", dace.Memlet("d[0]"))
+            if dead_fed_by_code:   # x[k] reaches make_v through a tasklet that also writes aux[k]
+                t0 = comp.add_tasklet("split_x", {"p": None}, {"q": None, "w": None}, "q = p\nw = p * 3.0")
+                comp.add_edge(comp.add_read("x"), None, t0, "p", dace.Memlet(f"x[{idx}]"))
+                comp.add_edge(t0, "q", tk, "b", dace.Memlet())
+                comp.add_edge(t0, "w", comp.add_write("aux"), None, dace.Memlet(f"aux[{k}]"))
+            else:
+                comp.add_edge(comp.add_read("x"), None, tk, "b", dace.Memlet(f"x[{idx}]"))
+            comp.add_edge(tk, "r", comp.add_write("v"), None, dace.Memlet("v[0]"))
         else:
             tk = comp.add_tasklet("make_v", {"a": None}, {"r": None}, "r = a * 2.0")
             comp.add_edge(comp.add_read("x"), None, tk, "a", dace.Memlet(f"x[{idx}]"))

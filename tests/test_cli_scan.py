@@ -155,7 +155,8 @@ HAND = {"flag read as data": dict(cond_as_data=True), "condition not decided": d
         "copy not exclusive": dict(extra_write=True), "delay index fixed": dict(extra="delay_line", extra_index="0"),
         "pass-through temp read after": dict(extra="pass_through", extra_src_read_after=True),
         "unused": dict(extra="unused"), "delay line": dict(extra="delay_line"),
-        "carry read in update": dict(s_read_in_update=True), "plain": {}}
+        "carry read in update": dict(s_read_in_update=True), "plain": {}, "dead recurrence": dict(extra="dead"),
+        "recurrence read after the loop": dict(extra="dead", extra_read_after=True)}
 
 
 @pytest.mark.parametrize("kw", list(HAND.values()), ids=list(HAND))

@@ -46,7 +46,16 @@ class DeadCarryElimination(xf.MultiStateTransformation):
 
           c = init; for k: y = g(c); c = x[k]     ->   c = init; for k: y = g(c if k == first else x[k - 1])
 
-    Bitwise identical results (only copies are removed or redirected).
+    - **dead**: a recurrence whose value reaches nothing the program keeps. Following the dataflow of
+      the column SDFG (:func:`dead_containers`), ``c`` flows only into its own update, into other dead
+      slots or into transients nobody reads (gt4py's per-level output of a scan tuple member the program
+      drops). The slot and everything that only it feeds are removed, with the other slots of that dead
+      set::
+
+          c = init; for k: t = f(c); c = t; y[k] = g(x)      ->   for k: y[k] = g(x)
+
+    Bitwise identical results (only copies, or computations whose values reach no output, are removed or
+    redirected).
 
     Legality checks (``can_be_applied``; :func:`dead_carries`, which ``sdfg-scan inspect`` calls too):
 
@@ -63,6 +72,12 @@ class DeadCarryElimination(xf.MultiStateTransformation):
       non-transient array ``x`` at an index that moves with the loop variable, in a body state; all
       reads of ``c`` are in body states that strictly precede the update state; ``c`` is not read
       after the loop.
+    - dead (:func:`dead_containers`, checked after the kinds above): ``c`` is a transient that no
+      non-transient container, interstate edge, branch or loop condition, or nested SDFG symbol depends
+      on through any chain of reads and writes (nested SDFGs and map scopes taken as reading all their
+      inputs into all their outputs); every node that writes a removed container writes nothing else and
+      reads only access nodes, and none of them is a map scope, a library node or a tasklet with side
+      effects.
 
     No options.
     """
@@ -84,8 +99,8 @@ class DeadCarryElimination(xf.MultiStateTransformation):
             raise ValueError(f"sdfg_scan.DeadCarryElimination: loop '{self.loop.label}' has no dead carry slot; "
                              "call can_be_applied first")
         kind, c, info = cands[0]
-        {"unused": _remove_unused, "pass_through": _remove_pass_through, "delay_line": _window_delay_line}[kind](
-            self.loop, c, info)
+        {"unused": _remove_unused, "pass_through": _remove_pass_through, "delay_line": _window_delay_line,
+         "dead": _remove_dead}[kind](self.loop, c, info)
 
 
 def classify(loop: LoopRegion) -> dict[str, str]:
@@ -190,7 +205,82 @@ def dead_carries(s: ScanStructure) -> list[tuple[str, str, object]]:
                    and not nx.has_path(loop.nx, upd, st) for st, _ in reads_in):
             continue
         out.append(("delay_line", c, (w, src, first, stride)))
+    if not out:
+        dead = dead_containers(sdfg)
+        out.extend(("dead", c, dead) for c in sorted(s.carries) if c in dead)
     return out
+
+
+def _flows(st: SDFGState, a: nodes.AccessNode) -> set[str]:
+    """Containers that the dataflow of ``st`` writes from ``a``'s data: the access nodes reached from ``a``
+    through code nodes and scopes (each taken as reading all its inputs into all its outputs)."""
+    seen, todo, out = {id(a)}, [a], set()
+    while todo:
+        n = todo.pop()
+        for e in st.out_edges(n):
+            d = e.dst
+            if id(d) in seen:
+                continue
+            seen.add(id(d))
+            if isinstance(d, nodes.AccessNode):
+                out.add(d.data)
+            else:
+                todo.append(d)
+    return out
+
+
+def dead_containers(sdfg: SDFG) -> set[str]:
+    """Transients of ``sdfg`` (a column SDFG) whose values reach nothing the program keeps, and which can be
+    removed with every node that writes them (see the legality list of :class:`DeadCarryElimination`).
+
+    Flow-insensitive liveness over containers: live are the non-transients, the containers control flow
+    or a nested SDFG's symbol mapping reads, and everything any live container is computed from; a
+    container written by a node that also writes a live container or that another code node feeds, or
+    touched by a map scope, a library node or a tasklet with side effects, is live too (the node, or the
+    one feeding it, could not be removed whole).
+    """
+    arrays = sdfg.arrays
+    flows: dict[str, set[str]] = {}
+    live = {n for n, d in arrays.items() if not d.transient}
+    live |= {n for n in arrays if used_in_control_flow(sdfg, n)}
+    writers: dict[str, list] = {}
+    for st in sdfg.all_states():
+        for n in st.nodes():
+            if isinstance(n, nodes.NestedSDFG):
+                live |= {str(f) for v in n.symbol_mapping.values()
+                         for f in symbolic.pystr_to_symbolic(str(v)).free_symbols} & set(arrays)
+            if isinstance(n, nodes.AccessNode):
+                for dst in _flows(st, n):
+                    flows.setdefault(n.data, set()).add(dst)
+                for e in st.in_edges(n):
+                    writers.setdefault(n.data, []).append((st, e.src))
+                if any(not isinstance(x, (nodes.AccessNode, nodes.Tasklet, nodes.NestedSDFG))
+                       or (isinstance(x, nodes.Tasklet) and x.side_effects)
+                       for e in st.all_edges(n) for x in (e.src, e.dst)):
+                    live.add(n.data)
+    while True:
+        # backward closure: a container whose values flow into a live one is live
+        changed = True
+        while changed:
+            changed = False
+            for src, dsts in flows.items():
+                if src not in live and dsts & live:
+                    live.add(src)
+                    changed = True
+        grown = set()
+        for name, ws in writers.items():
+            if name in live:
+                continue
+            for st, w in ws:
+                if isinstance(w, nodes.AccessNode):
+                    continue
+                outs = {e.dst.data for e in st.out_edges(w) if isinstance(e.dst, nodes.AccessNode)}
+                fed_by_code = any(not isinstance(e.src, nodes.AccessNode) for e in st.in_edges(w))
+                if outs & live or len(outs) != st.out_degree(w) or fed_by_code:
+                    grown.add(name)
+        if not grown:
+            return set(arrays) - live
+        live |= grown
 
 
 def _delay_source(loop: LoopRegion, t: str, upd: SDFGState, stride):
@@ -317,3 +407,27 @@ def _window_delay_line(loop: LoopRegion, c: str, info) -> None:
         for st, n in list(_accesses(sdfg, t)):
             _drop_node_edges_keep_src(st, n)
         sdfg.remove_data(t, validate=False)
+
+
+def _remove_dead(loop: LoopRegion, c: str, dead) -> None:
+    """Remove every access to the containers of ``dead``, the code nodes that only write them, and what
+    that leaves unconnected; then the containers."""
+    sdfg = loop.sdfg
+    for st in list(sdfg.all_states()):
+        doomed = {n for n in st.data_nodes() if n.data in dead}
+        if not doomed:
+            continue
+        grew = True
+        while grew:   # code nodes whose every output goes to a removed node (chains of tasklets too)
+            more = {n for n in st.nodes() if n not in doomed and not isinstance(n, nodes.AccessNode)
+                    and st.out_degree(n) > 0 and all(e.dst in doomed for e in st.out_edges(n))}
+            doomed |= more
+            grew = bool(more)
+        # what only fed the removed nodes goes too (reads left without readers)
+        feeders = {e.src for n in doomed for e in st.in_edges(n)} - doomed
+        st.remove_nodes_from(list(doomed))
+        for n in feeders:
+            if n in st.nodes() and st.degree(n) == 0:
+                st.remove_node(n)
+    for name in sorted(dead):
+        sdfg.remove_data(name, validate=False)

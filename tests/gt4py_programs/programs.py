@@ -48,16 +48,17 @@ def cumsum_ref(x):
     return (out,)
 
 
-# --- 2. backward scan, tuple carry with a delay line (x of the level below) ---------------------------
-@gtx.scan_operator(axis=K, forward=False, init=(0.0, 0.0))
-def _backward_scan(state: tuple[gtx.float64, gtx.float64], x: gtx.float64, w: gtx.float64
-                   ) -> tuple[gtx.float64, gtx.float64]:
-    return state[0] * w + x * state[1], x
+# --- 2. backward scan, tuple carry with a delay line (x of the level below) and a dead recurrence ------
+# (a member the program drops that only updates itself: DeadCarryElimination removes it)
+@gtx.scan_operator(axis=K, forward=False, init=(0.0, 0.0, 0.0))
+def _backward_scan(state: tuple[gtx.float64, gtx.float64, gtx.float64], x: gtx.float64, w: gtx.float64
+                   ) -> tuple[gtx.float64, gtx.float64, gtx.float64]:
+    return state[0] * w + x * state[1], x, state[2] * w + 1.0
 
 
 @gtx.field_operator
 def _backward(x: CK, w: CK) -> CK:
-    acc, _ = _backward_scan(x, w)
+    acc, _, _ = _backward_scan(x, w)
     return acc
 
 
