@@ -233,15 +233,15 @@ def dead_containers(sdfg: SDFG) -> set[str]:
     """Transients of ``sdfg`` (a column SDFG) whose values reach nothing the program keeps, and which can be
     removed with every node that writes them (see the legality list of :class:`DeadCarryElimination`).
 
-    Flow-insensitive liveness over containers: live are the non-transients, the containers control flow
-    or a nested SDFG's symbol mapping reads, and everything any live container is computed from; a
-    container written by a node that also writes a live container or that another code node feeds, or
-    touched by a map scope, a library node or a tasklet with side effects, is live too (the node, or the
-    one feeding it, could not be removed whole).
+    Flow-insensitive liveness over containers: live are the non-transients, views and references, the
+    containers control flow or a nested SDFG's symbol mapping reads, and everything any live container is
+    computed from; a container written by a node that also writes a live container or that another code
+    node feeds, or touched by a map scope, a library node or a tasklet with side effects, is live too (the
+    node, or the one feeding it, could not be removed whole).
     """
     arrays = sdfg.arrays
     flows: dict[str, set[str]] = {}
-    live = {n for n, d in arrays.items() if not d.transient}
+    live = {n for n, d in arrays.items() if not d.transient or isinstance(d, (dt.View, dt.Reference))}
     live |= {n for n in arrays if used_in_control_flow(sdfg, n)}
     writers: dict[str, list] = {}
     for st in sdfg.all_states():
