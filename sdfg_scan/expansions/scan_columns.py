@@ -134,12 +134,12 @@ def mapped_columns(node, state: dace.SDFGState, name: str) -> dace.SDFG:
             return ", ".join(params[d] for d in col_dims)
         return "0"
 
+    if not node.in_connectors:   # before the outputs' paths: propagating them needs the body in the map scope
+        st.add_edge(me, None, nsdfg, None, dace.Memlet())
     for c in node.in_connectors:
         st.add_memlet_path(st.add_read(c), me, nsdfg, dst_conn=c, memlet=dace.Memlet(f"{c}[{index(c)}]"))
     for c in node.out_connectors:
         st.add_memlet_path(nsdfg, mx, st.add_write(c), src_conn=c, memlet=dace.Memlet(f"{c}[{index(c)}]"))
-    if not node.in_connectors:
-        st.add_edge(me, None, nsdfg, None, dace.Memlet())
     return outer
 
 
@@ -176,12 +176,12 @@ def cell_map(node, state: dace.SDFGState, name: str) -> dace.SDFG:
             sub = subsets.Range([(0, 0, 1)] * len(outer.arrays[c].shape))   # a scalar container seen as [1]
         return dace.Memlet(data=c, subset=sub)
 
+    if not ins:   # before the outputs' paths: propagating them needs the body in the map scope
+        st.add_edge(me, None, nsdfg, None, dace.Memlet())
     for c in ins:
         st.add_memlet_path(st.add_read(c), me, nsdfg, dst_conn=c, memlet=memlet(c))
     for c in outs:
         st.add_memlet_path(nsdfg, mx, st.add_write(c), src_conn=c, memlet=memlet(c))
-    if not ins:
-        st.add_edge(me, None, nsdfg, None, dace.Memlet())
     return outer
 
 
