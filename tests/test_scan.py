@@ -523,6 +523,7 @@ def test_floor_and_ceil_in_a_body_match_numpy(impl):
             assert args[o].dtype == w.dtype and np.array_equal(args[o], w, equal_nan=True), (impl, o)
 
 
+@pytest.mark.parametrize("emit", reference.EMIT_MODES)
 def test_reference_over_no_level_keeps_its_outputs(emit):
     """Zero levels: as many results as for K > 0 (the ys empty along the axis), with the same dtypes."""
     def two_ys(c, x, k):
