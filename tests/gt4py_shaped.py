@@ -80,13 +80,25 @@ class Column:
     start: int = 0            # loop over levels [start, K)
     cell_contiguous: bool = False  # fields [N, K] with strides (1, N) (icon4py nproma) instead of (K, 1)
     init_in_map: bool = False  # flag / counter inits from constant tasklets inside the map (gt4py opt)
+    init_symbol: bool = False  # with init_in_map: those tasklets read the int symbol S, and counters also read
+    #                            a scalar input ``lim`` a tasklet fills from S (gt4py's int arguments it made symbols)
     via_temporary: bool = False  # per-level outputs into a [N, K] temporary copied into OUT (gt4py's results)
 
     def describe(self) -> str:
         head = (f"{'backward' if self.backward else 'forward'} levels [{self.start}, "
                 f"{'K' if self.nlev is None else self.nlev}) {'cell' if self.cell_contiguous else 'K'}-contiguous"
-                f"{' init-in-map' if self.init_in_map else ''}{' via-temporary' if self.via_temporary else ''}")
+                f"{' init-in-map' if self.init_in_map else ''}{' init-symbol' if self.symbol_inits else ''}"
+                f"{' via-temporary' if self.via_temporary else ''}")
         return "\n".join([head] + [f"  c{i}: {s}" for i, s in enumerate(self.slots)])
+
+    @property
+    def symbol_inits(self) -> bool:
+        return self.init_in_map and self.init_symbol
+
+    @property
+    def limit_input(self) -> bool:
+        """The body reads the scalar input ``lim`` (counters with ``symbol_inits``)."""
+        return self.symbol_inits and any(s.kind == "counter" for s in self.slots)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -137,7 +149,7 @@ def columns(draw, max_slots: int = 30) -> Column:
         start = 0
     return Column(slots, backward=draw(st.booleans()), nlev=nlev, start=start,
                   cell_contiguous=draw(st.booleans()), init_in_map=draw(st.booleans()),
-                  via_temporary=draw(st.booleans()))
+                  init_symbol=draw(st.booleans()), via_temporary=draw(st.booleans()))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -332,8 +344,12 @@ class _ColumnBuilder:
     def _counter(self, i: int, sl: Slot) -> None:
         self._tasklet(f"inc{i}", f"r = a {'+' if sl.form % 2 == 0 else '-'} {1 + sl.form // 2}",
                       {"a": self._carry(i)}, f"n{i}", dace.int32)
-        t = self._tasklet(f"cnt{i}", "r = b * a + c", {"a": self._carry(i), "b": self._x(sl.ins[1]),
-                                                       "c": self._x(sl.ins[2])}, f"t{i}")
+        ins = {"a": self._carry(i), "b": self._x(sl.ins[1]), "c": self._x(sl.ins[2])}
+        if self.col.limit_input:   # a read-only scalar input
+            if "lim" not in self.s.arrays:
+                self.s.add_scalar("lim", dace.int32)
+            ins["s"] = (self.comp.add_read("lim"), "lim[0]")
+        t = self._tasklet(f"cnt{i}", "r = b * a + c * s" if "s" in ins else "r = b * a + c", ins, f"t{i}")
         self._deliver(i, sl, t)
         self._update_from(i, f"n{i}")
 
@@ -368,10 +384,15 @@ def program(col: Column, name: str) -> dace.SDFG:
             sdfg.add_array(f"X{j}", [N, lev], dace.float64, strides=strides)
     st_ = sdfg.add_state("stmt_0", is_start_block=True)
     me, mx = st_.add_map("map_0_fieldop", {CELL: "0:N"})
-    ins = {n: None for n, d in inner.arrays.items() if not d.transient and (n.startswith("x") or "input" in n)}
+    ins = {n: None for n, d in inner.arrays.items()
+           if not d.transient and (n.startswith("x") or "input" in n or n == "lim")}
     outs = {n: None for n, d in inner.arrays.items() if not d.transient and n not in ins}
     mapping = {**({"K": K} if col.nlev is None else {}), **({"N": N} if col.cell_contiguous else {})}
     node = st_.add_nested_sdfg(inner, ins, outs, symbol_mapping=mapping)
+    if col.symbol_inits:
+        sdfg.add_symbol("S", dace.int32)
+    if "lim" in ins:
+        _symbol_tasklet(sdfg, st_, me, "lim_0", "__tlet_out = S + 1", dace.int32, node, "lim")
     for j in range(NX):
         if f"x{j}" in ins:
             st_.add_memlet_path(st_.add_read(f"X{j}"), me, node, dst_conn=f"x{j}",
@@ -380,13 +401,11 @@ def program(col: Column, name: str) -> dace.SDFG:
         conn = f"__gtir_scan_input_c{i}"
         dt = DTYPES.get(sl.kind, dace.float64)
         if col.init_in_map and sl.kind in DTYPES:
-            sdfg.add_scalar(f"init_c{i}", dt, transient=True)
-            tk = st_.add_tasklet(f"init{i}", {}, {"__tlet_out": None},
-                                 "__tlet_out = True" if sl.kind == "flag" else f"__tlet_out = {i % 3}")
-            st_.add_nedge(me, tk, dace.Memlet())
-            a = st_.add_access(f"init_c{i}")
-            st_.add_edge(tk, "__tlet_out", a, None, dace.Memlet(f"init_c{i}[0]"))
-            st_.add_edge(a, None, node, conn, dace.Memlet(f"init_c{i}[0]"))
+            if col.symbol_inits:
+                code = "__tlet_out = S > 0" if sl.kind == "flag" else f"__tlet_out = S + {i % 3}"
+            else:
+                code = "__tlet_out = True" if sl.kind == "flag" else f"__tlet_out = {i % 3}"
+            _symbol_tasklet(sdfg, st_, me, f"init_c{i}", code, dt, node, conn)
         else:
             sdfg.add_array(f"INIT{i}", [N], dt)
             st_.add_memlet_path(st_.add_read(f"INIT{i}"), me, node, dst_conn=conn, memlet=dace.Memlet(f"INIT{i}[{CELL}]"))
@@ -412,12 +431,24 @@ def program(col: Column, name: str) -> dace.SDFG:
     return sdfg
 
 
+def _symbol_tasklet(sdfg, st_, me, name: str, code: str, dtype, node, conn: str) -> None:
+    """gt4py's constant inside the map: tasklet ``code`` (no inputs) -> transient scalar ``name`` -> ``conn``."""
+    sdfg.add_scalar(name, dtype, transient=True)
+    tk = st_.add_tasklet(f"{name}_tlet", {}, {"__tlet_out": None}, code)
+    st_.add_nedge(me, tk, dace.Memlet())
+    a = st_.add_access(name)
+    st_.add_edge(tk, "__tlet_out", a, None, dace.Memlet(f"{name}[0]"))
+    st_.add_edge(a, None, node, conn, dace.Memlet(f"{name}[0]"))
+
+
 def arguments(col: Column, sdfg: dace.SDFG, ncells: int, nlev: int, seed: int) -> dict:
     """Seeded inputs for ``sdfg`` (built from ``col``) with ``ncells`` cells and ``nlev`` levels; outputs
     pre-filled with sentinels (levels a scan does not write must stay as they were)."""
     rng = np.random.default_rng(seed)
     order = "F" if col.cell_contiguous else "C"
     kw: dict = {"N": ncells}
+    if col.symbol_inits:
+        kw["S"] = int(rng.integers(-2, 3))
     if col.nlev is None:
         kw["K"] = nlev
     for name, desc in sdfg.arrays.items():

@@ -433,3 +433,49 @@ def test_replay_blocked_simd_keeps_what_a_branch_does_not_write_and_divides_only
             else:
                 assert np.array_equal(o, w), f"{name} {k} {n}x{nk}"
     assert [row.implementation for r in hooks.reports for row in r.scans] == ["blocked_simd"]
+
+
+def test_optimize_after_auto_optimize_passes_int_arguments_gt4py_made_symbols():
+    """The non-hook route on a scan shaped like icon4py's metric-field level searches (Edge x K, an int
+    counter and a bool flag, int arguments ``lower``/``top`` in the conditions, an input read at K + 1).
+    gt4py's auto-optimize makes those arguments symbols and feeds them to the scan through tasklets
+    (``__tlet_out = lower``) inside its map; ``LiftCellMap`` moves the tasklets into the body, and did not
+    pass the symbols through the node's symbol mapping: every expansion over cells failed with DaCe's
+    "Missing symbols on nested SDFG". Each eligible exact expansion, compiled, against NumPy."""
+    import copy
+
+    from gt4py_programs.programs import level_search, level_search_ref
+
+    import sdfg_scan
+    from sdfg_scan.choice import refusal, specs
+    from sdfg_scan.context import context_of
+    from sdfg_scan.gt4py_args import gt4py_arguments
+    from sdfg_scan.nodes.scan import Scan
+
+    translator = gtx_factory.make_dace_translator(gtx_factory.DaCeConfig())
+    original = translator.generate_sdfg(level_search.gtir, {}, K)
+    assert {"lower", "top"} <= set(original.symbols), sorted(original.symbols)   # the shape under test
+    optimized = copy.deepcopy(original)
+    report = sdfg_scan.optimize(optimized, target="cpu", reproducibility="exact")
+    assert report.applied["LiftCellMap"] == 1, report.table()
+    (node, state), = [(n, s) for n, s in optimized.all_nodes_recursive() if isinstance(n, Scan)]
+    ctx = context_of(node, state, "exact")
+    eligible = [k for k, cls in specs(node).items() if refusal(node, k, cls, ctx) is None]
+    assert {"sequential", "levels_outside"} <= set(eligible), eligible
+    builds = {"original": original}
+    for impl in eligible:
+        variant = copy.deepcopy(optimized)
+        variant.name = f"{optimized.name}_{impl}"
+        (pinned,) = [n for n, _ in variant.all_nodes_recursive() if isinstance(n, Scan)]
+        pinned.implementation = impl
+        builds[impl] = variant
+    compiled = {k: sd.compile() for k, sd in builds.items()}
+    for n, nk, lower, top in ((7, 1, 0, 0), (9, 6, 2, 4), (40, 9, 0, 20)):
+        kw = gt4py_arguments(original, n, nk, seed=n, scalars={"lower": lower, "top": top},
+                             extra_levels={"z_ifc": 1})
+        want = level_search_ref(kw["z"], kw["z_ifc"], lower, top)
+        for name, prog in compiled.items():
+            args = {k: (v.copy(order="K") if isinstance(v, np.ndarray) else v) for k, v in kw.items()}
+            prog(**args)
+            for out, w in zip(("level", "found"), want, strict=True):
+                assert np.array_equal(args[out], w), (name, out, n, nk, lower, top)

@@ -27,9 +27,65 @@ CASES = {
         (Slot("recurrent", last=True), Slot("flag", out=False, last=True),
          Slot("recurrent", ins=(0, 0, 2), out=False), Slot("flag", form=3, ins=(0, 0, 1), out=False)),
         nlev=1, cell_contiguous=True, init_in_map=True, via_temporary=True),
+    # LiftCellMap moved constant tasklets that read a symbol (gt4py's ``__tlet_out = lower`` for an int
+    # argument its auto-optimize made a symbol: icon4py's _compute_param) into the body without passing the
+    # symbol through the node's symbol mapping: the expansions over cells failed ("Missing symbols on nested
+    # SDFG"); here flag and counter inits read S and the counter a scalar input filled from S
+    "inits_and_scalar_input_read_a_symbol": Column(
+        (Slot("counter"), Slot("flag", last=True), Slot("recurrent", update="if_copy", cond="flag", flag_slot=1)),
+        init_in_map=True, init_symbol=True),
+    "inits_and_scalar_input_read_a_symbol_cell_contiguous": Column(
+        (Slot("counter", last=True), Slot("flag"), Slot("recurrent", update="if_else", cond="flag", flag_slot=1)),
+        backward=True, cell_contiguous=True, init_in_map=True, init_symbol=True),
 }
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_optimize_regression(name):
     gs.check_optimize_bitwise(CASES[name])
+
+
+@pytest.mark.parametrize("name", ["inits_and_scalar_input_read_a_symbol",
+                                  "inits_and_scalar_input_read_a_symbol_cell_contiguous"])
+def test_every_eligible_expansion_of_a_lifted_scan_reading_a_symbol(name):
+    """The symbols a moved constant tasklet reads reach every exact CPU expansion over cells, not only the
+    one ``optimize`` picks: each eligible one compiled (IEEE-strict), bitwise the original program."""
+    import copy
+
+    import numpy as np
+
+    from sdfg_scan.choice import refusal, specs
+    from sdfg_scan.context import context_of
+    from sdfg_scan.nodes.scan import Scan
+
+    col = CASES[name]
+    original = gs.program(col, f"sym_{name}")
+    optimized = copy.deepcopy(original)
+    optimized.name = original.name + "_opt"
+    report = gs.sdfg_scan.optimize(optimized, target="cpu", reproducibility="exact")
+    assert report.applied["LiftCellMap"] >= 1, report.table()
+    (node, state), = [(n, s) for n, s in optimized.all_nodes_recursive() if isinstance(n, Scan)]
+    assert "S" in node.symbol_mapping
+    ctx = context_of(node, state, "exact")
+    eligible = [k for k, cls in specs(node).items() if refusal(node, k, cls, ctx) is None]
+    assert "sequential" in eligible and "levels_outside" in eligible, eligible
+    base = gs.compile_exact(original)
+    runs = {}
+    for impl in eligible:
+        variant = copy.deepcopy(optimized)
+        variant.name = f"{optimized.name}_{impl}"
+        (pinned,) = [n for n, _ in variant.all_nodes_recursive() if isinstance(n, Scan)]
+        pinned.implementation = impl
+        runs[impl] = gs.compile_exact(variant)
+    for nlev in (1, 2, 7):
+        kw = gs.arguments(col, original, gs.NCELLS, nlev, nlev)
+        for s_value in (-2, 0, 2):   # the flag's init S > 0 both ways, the counter's start and scale
+            kw["S"] = s_value
+            want = gs._fresh(kw)
+            base(**want)
+            for impl, prog in runs.items():
+                got = gs._fresh(kw)
+                prog(**got)
+                for k, v in want.items():
+                    if isinstance(v, np.ndarray):
+                        assert np.array_equal(gs._bytes(v), gs._bytes(got[k])), (impl, k, nlev, s_value)

@@ -39,7 +39,9 @@ class LiftCellMap(xf.SingleStateTransformation):
     - ``_scope``: the node is a ``columns="single"`` Scan directly inside a map with a CPU or default
       schedule; the part of the scope connected to it holds only the Scan and constant tasklets (inputs:
       none) writing transient scalars read only by the Scan, at an init connector that the body only
-      copies into its carry;
+      copies into its carry; symbols such a tasklet reads (gt4py's ``__tlet_out = lower`` for an int argument
+      its auto-optimize made a symbol, a map parameter) are passed into the body through the node's
+      ``symbol_mapping``, and it is refused where one of them names a container of the body;
     - every edge in and out of the map scope that reaches that part connects an access node to the Scan
       (no ordering edges, no write-conflict resolution), one memlet path per connector;
     - the rest of the scope (other work of the map: the other parts ``ScanFission`` left there) writes no
@@ -73,6 +75,7 @@ class LiftCellMap(xf.SingleStateTransformation):
         for e in graph.out_edges(node):
             paths[e.src_conn] = (graph.memlet_path(e)[-1].dst, copy.deepcopy(e.data), False)
         for conn, (tasklet, carry) in inits.items():
+            _map_symbols(node, _tasklet_symbols(graph, node, tasklet) or {})   # checked by _scope
             if carry is None:
                 _constant_input(node, conn, tasklet)
             else:
@@ -228,6 +231,8 @@ def _init_tasklet(state, node, t: nodes.Tasklet, init_of: dict) -> tuple[str, st
     that the body only copies into its carry."""
     if any(not e.data.is_empty() for e in state.in_edges(t)) or len(t.out_connectors) != 1:
         return None
+    if _tasklet_symbols(state, node, t) is None:
+        return None
     if len(state.out_edges(t)) != 1:
         return None
     a = state.out_edges(t)[0].dst
@@ -246,6 +251,27 @@ def _init_tasklet(state, node, t: nodes.Tasklet, init_of: dict) -> tuple[str, st
     if len(uses) != 1:
         return None
     return conn, init_of[conn]
+
+
+def _tasklet_symbols(state: dace.SDFGState, node: Scan, t: nodes.Tasklet) -> dict | None:
+    """The symbols the constant tasklet ``t`` reads that are defined where it stands (gt4py's
+    ``__tlet_out = lower`` for an int argument it made a symbol; a map parameter), name -> dtype; None
+    when one of them is also the name of a container of ``node``'s body (inside the body the tasklet
+    would read that container instead)."""
+    defined = state.symbols_defined_at(t)
+    found = {s: defined[s] for s in t.free_symbols if s in defined}
+    if any(s in node.body.arrays for s in found):
+        return None
+    return found
+
+
+def _map_symbols(node: Scan, found: dict) -> None:
+    """Pass the symbols a tasklet moved into the body reads (``_tasklet_symbols``) through the node's
+    symbol mapping under their own names (every expansion builds the body's nested SDFG from it)."""
+    for s, dtype in found.items():
+        node.symbol_mapping.setdefault(s, dace.symbol(s, dtype))
+        if s not in node.body.symbols:
+            node.body.add_symbol(s, dtype)
 
 
 def _constant_input(node: Scan, conn: str, tasklet: nodes.Tasklet) -> None:

@@ -322,6 +322,11 @@ class Scan(ColumnNode):
                 kind = "carry init" if c in self.in_connectors and isinstance(inner, dace.data.Scalar) else "operand"
                 raise self.error(f"connector '{c}' ({kind}) has dtype {op.dtype}, expected {inner.dtype} "
                                  "(the body's container); cast the operand or rebuild the body")
+        if self.columns != "map":   # "map" expansions add the level count, strides and enclosing symbols
+            unmapped = sorted(str(x) for x in self.body.free_symbols if str(x) not in self.symbol_mapping)
+            if unmapped:
+                raise self.error(f"the body reads symbols {unmapped} that its symbol_mapping does not pass in; "
+                                 "add them to node.symbol_mapping (body symbol -> expression outside)")
         if self.columns == "map":
             self._validate_mapped(state)
         if self.columns == "cells":

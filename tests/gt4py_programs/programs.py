@@ -385,6 +385,48 @@ def guarded_division_ref(x, m):
     return qs, vs
 
 
+# --- 9. a level search on edges (the shape of icon4py's metric-field scans: an int counter and a bool flag,
+#        int arguments in the conditions, an input also read at K + 1); not in PROGRAMS: Edge fields and an
+#        input with one level more than the outputs -------------------------------------------------------
+Edge = gtx.Dimension("Edge")
+EK = gtx.Field[gtx.Dims[Edge, K], gtx.float64]
+EKi = gtx.Field[gtx.Dims[Edge, K], gtx.int32]
+EKb = gtx.Field[gtx.Dims[Edge, K], bool]
+
+
+@gtx.scan_operator(axis=K, forward=True, init=(0, False))
+def _level_search_scan(state: tuple[gtx.int32, bool], z: gtx.float64, upper: gtx.float64, below: gtx.float64,
+                       lower: gtx.int32, top: gtx.int32) -> tuple[gtx.int32, bool]:
+    level, found = state
+    if level >= lower:
+        if (level == top) | (z <= upper) & (z >= below):
+            found = True
+    return level + 1, found
+
+
+@gtx.field_operator(grid_type=gtx.GridType.UNSTRUCTURED)
+def _level_search(z: EK, z_ifc: EK, lower: gtx.int32, top: gtx.int32) -> tuple[EKi, EKb]:
+    return _level_search_scan(z, z_ifc, z_ifc(K + 1), lower, top)
+
+
+@gtx.program(grid_type=gtx.GridType.UNSTRUCTURED)
+def level_search(z: EK, z_ifc: EK, lower: gtx.int32, top: gtx.int32, level: EKi, found: EKb):
+    _level_search(z, z_ifc, lower, top, out=(level, found))
+
+
+def level_search_ref(z, z_ifc, lower, top):
+    """``z_ifc`` has one level more than ``z``."""
+    n, nk = z.shape
+    level, found = np.zeros(n, dtype=np.int32), np.zeros(n, dtype=bool)
+    levels, founds = np.empty((n, nk), dtype=np.int32), np.empty((n, nk), dtype=bool)
+    for k in range(nk):
+        inside = (z[:, k] <= z_ifc[:, k]) & (z[:, k] >= z_ifc[:, k + 1])
+        found = found | ((level >= lower) & ((level == top) | inside))
+        level = level + 1
+        levels[:, k], founds[:, k] = level, found
+    return levels, founds
+
+
 @dataclass(frozen=True)
 class Case:
     program: object
