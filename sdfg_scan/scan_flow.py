@@ -163,6 +163,65 @@ def _is_read(state, node) -> bool:
     return any(not e.data.is_empty() for e in state.out_edges(node))
 
 
+def exposed_reads(blocks) -> set[str]:
+    """Containers some block reads before it surely wrote them, ``blocks`` in execution order (see
+    :func:`exposed_in`)."""
+    exposed: set[str] = set()
+    written: set[str] = set()
+    for b in blocks:
+        written = exposed_in(b, written, exposed)
+    return exposed
+
+
+def exposed_in(block, written: set[str], exposed: set[str]) -> set[str]:
+    """Add to ``exposed`` what ``block`` reads before it surely wrote it (``written``: surely written
+    before ``block``); return what is surely written after it.
+
+    A state's writes count after the state (a read in the same state counts as before them). Inside a
+    branch of a conditional block the branch's own earlier blocks count. After a conditional block
+    with an ``else`` branch (exactly one branch runs) the one-element containers every branch surely
+    writes count (gt4py's temporaries written in both arms of an ``if`` and read after it); without one,
+    nothing the branches wrote. Loops and regions that are not one chain count no write of their own.
+    """
+    if isinstance(block, dace.SDFGState):
+        for n in block.data_nodes():
+            if _is_read(block, n) and not _is_write(block, n) and n.data not in written:
+                exposed.add(n.data)
+        return written | {n.data for n in block.data_nodes() if _is_write(block, n)}
+    if isinstance(block, ConditionalBlock):
+        after = [exposed_in(branch, written, exposed) for _, branch in block.branches]
+        if not any(cond is None for cond, _ in block.branches):
+            return written
+        arrays = block.sdfg.arrays
+        both = set.intersection(*after) - written
+        return written | {d for d in both if d in arrays and arrays[d].total_size == 1}
+    chain = _region_chain(block) if isinstance(block, ControlFlowRegion) and not isinstance(block, LoopRegion) \
+        else None
+    if chain is None:
+        for st in _all_states(block):
+            exposed_in(st, written, exposed)
+        return written
+    inner = written
+    for b in chain:
+        inner = exposed_in(b, inner, exposed)
+    return inner
+
+
+def _region_chain(region) -> list | None:
+    """The blocks of ``region`` when they form one chain of unconditional edges from its start block."""
+    blocks = [region.start_block]
+    while True:
+        out = region.out_edges(blocks[-1])
+        if not out:
+            break
+        if len(out) != 1 or not out[0].data.is_unconditional():
+            return None
+        blocks.append(out[0].dst)
+        if len(blocks) > region.number_of_nodes():
+            return None
+    return blocks if len(blocks) == region.number_of_nodes() else None
+
+
 _IDENTITY = re.compile(r"^\s*(\w+)\s*=\s*(\w+)\s*;?\s*$")
 _CONST = re.compile(r"^\s*(\w+)\s*=\s*\(?\s*(True|False|true|false|[-+]?[0-9.eE+-]+)\s*\)?\s*;?\s*$")
 _COUNTER = re.compile(r"^\s*(\w+)\s*=\s*\(?\s*(\w+)\s*([+-])\s*\(?\s*([0-9]+)\s*\)?\s*\)?\s*;?\s*$")

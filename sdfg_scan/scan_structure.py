@@ -89,6 +89,7 @@ from sdfg_scan.scan_flow import (
     _is_read,
     _is_write,
     _tasklet_code,
+    exposed_in,
     loop_range,
     ordered_blocks,
     used_in_control_flow,
@@ -173,22 +174,16 @@ def analyze_scan(sdfg: dace.SDFG, prologue: bool = False) -> ScanStructure:
     body_states = [b for b in body if isinstance(b, dace.SDFGState)]
     reads_exposed: set[str] = set()
     written: dict[str, int] = {}
-    must: set[str] = set()
     read_any: set[str] = set()
+    must: set[str] = set()
     for b in body:
-        sts = [b] if isinstance(b, dace.SDFGState) else list(_all_states(b))
-        new_must = set()
-        for st in sts:
+        must = exposed_in(b, must, reads_exposed)
+        for st in [b] if isinstance(b, dace.SDFGState) else _all_states(b):
             for n in st.data_nodes():
                 if _is_read(st, n):
                     read_any.add(n.data)
-                    if not _is_write(st, n) and n.data not in must:
-                        reads_exposed.add(n.data)
                 if _is_write(st, n):
                     written[n.data] = written.get(n.data, 0) + 1
-                    if isinstance(b, dace.SDFGState):
-                        new_must.add(n.data)
-        must |= new_must
     # carries without init: transients that cross the level boundary (exposed read + written)
     for name in sorted(reads_exposed & set(written)):
         desc = sdfg.arrays[name]

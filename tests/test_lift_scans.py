@@ -232,3 +232,71 @@ def test_broken_scan_body_is_still_refused():
     node.body.add_edge(loop, node.body.nodes()[-1], dace.InterstateEdge())
     with pytest.raises(InvalidSDFGError, match="the body is not a column scan: expected exactly one top-level"):
         sdfg.validate()
+
+
+def _branch_temporary_column(with_else: bool) -> dace.SDFG:
+    """``for k: if x[k] > 0.5: tmp = 2 x[k] [else: tmp = x[k] + 1]; c = c + tmp; out[k] = c`` (gt4py writes a
+    scan's per-level temporaries in both arms of its ``if``s, then reads them after)."""
+    from dace.properties import CodeBlock
+    from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, LoopRegion
+
+    s = dace.SDFG(f"branch_tmp_{int(with_else)}")
+    s.using_explicit_control_flow = True
+    s.add_symbol("K", dace.int32)
+    s.add_array("x", ["K"], dace.float64)
+    s.add_array("out", ["K"], dace.float64)
+    s.add_scalar("init", dace.float64)
+    for name in ("c", "tmp"):
+        s.add_scalar(name, dace.float64, transient=True)
+    s.add_scalar("q", dace.bool_, transient=True)
+    entry = s.add_state("scan_entry", is_start_block=True)
+    entry.add_nedge(entry.add_read("init"), entry.add_write("c"), dace.Memlet("init[0] -> [0]"))
+    loop = LoopRegion("scan", "k < K", "k", "k = 0", "k = k + 1")
+    s.add_node(loop)
+    s.add_edge(entry, loop, dace.InterstateEdge())
+    test = loop.add_state("test", is_start_block=True)
+    tk = test.add_tasklet("cmp", {"a": None}, {"r": None}, "r = a > 0.5")
+    test.add_edge(test.add_read("x"), None, tk, "a", dace.Memlet("x[k]"))
+    test.add_edge(tk, "r", test.add_write("q"), None, dace.Memlet("q[0]"))
+    cb = ConditionalBlock("if_q")
+    loop.add_node(cb)
+    loop.add_edge(test, cb, dace.InterstateEdge())
+    arms = [("q", "r = a * 2.0")] + ([(None, "r = a + 1.0")] if with_else else [])
+    for i, (cond, code) in enumerate(arms):
+        br = ControlFlowRegion(f"arm_{i}", sdfg=s)
+        st = br.add_state(f"arm_{i}_s", is_start_block=True)
+        tk = st.add_tasklet(f"arm_{i}_t", {"a": None}, {"r": None}, code)
+        st.add_edge(st.add_read("x"), None, tk, "a", dace.Memlet("x[k]"))
+        st.add_edge(tk, "r", st.add_write("tmp"), None, dace.Memlet("tmp[0]"))
+        cb.add_branch(CodeBlock(cond) if cond is not None else None, br)
+    acc = loop.add_state("acc")
+    loop.add_edge(cb, acc, dace.InterstateEdge())
+    tk = acc.add_tasklet("add", {"a": None, "b": None}, {"r": None}, "r = a + b")
+    acc.add_edge(acc.add_read("c"), None, tk, "a", dace.Memlet("c[0]"))
+    acc.add_edge(acc.add_read("tmp"), None, tk, "b", dace.Memlet("tmp[0]"))
+    cw = acc.add_access("c")
+    acc.add_edge(tk, "r", cw, None, dace.Memlet("c[0]"))
+    acc.add_nedge(cw, acc.add_write("out"), dace.Memlet("c[0] -> [k]"))
+    return s
+
+
+def test_a_temporary_every_arm_writes_before_it_is_read_is_no_carry():
+    """With an ``else`` exactly one arm runs, so ``tmp`` is written on every level before it is read: not a
+    carry (icon4py's old graupel had 63 such temporaries counted as carries, 90 slots where the scan has
+    27). Without the ``else`` the value of the level before reaches the read: a carry."""
+    from sdfg_scan.scan_structure import analyze_scan
+
+    assert sorted(analyze_scan(_branch_temporary_column(True)).carries) == ["c"]
+    assert sorted(analyze_scan(_branch_temporary_column(False)).carries) == ["c", "tmp"]
+    for with_else in (True, False):   # the analysis describes the program: run it against NumPy
+        sdfg = _branch_temporary_column(with_else)
+        x = np.random.default_rng(3).uniform(0, 1, 9)
+        x[0] = 0.9   # without the else, tmp is first written at level 0
+        out = np.zeros(9)
+        sdfg(x=x, out=out, init=np.float64(0.25), K=9)
+        tmp, c, want = 0.0, 0.25, np.zeros(9)
+        for k in range(9):
+            tmp = x[k] * 2.0 if x[k] > 0.5 else (x[k] + 1.0 if with_else else tmp)
+            c = c + tmp
+            want[k] = c
+        np.testing.assert_array_equal(out, want)

@@ -17,6 +17,7 @@ from dace.properties import CodeBlock
 from dace.sdfg import SDFG, SDFGState, nodes
 from dace.sdfg.state import LoopRegion
 
+from sdfg_scan.scan_flow import exposed_reads
 from sdfg_scan.scan_structure import ScanStructure
 
 LEVEL = "_scan_level"
@@ -109,62 +110,10 @@ def _part_sdfg(col: SDFG, s: ScanStructure, part: str, hoisted: list[str], conns
         reads -= {h for h in hoisted if h in writes and h not in s.carries}
     if part == "init":
         # entry states and peeled levels write values (carry inits, temporaries) before others read them
-        reads -= {h for h in hoisted if h not in _exposed_reads(blocks)}
+        reads -= {h for h in hoisted if h not in exposed_reads(blocks)}
     ins = sorted(reads & args & used)
     outs = sorted(writes & args & used)
     return new, ins, outs
-
-
-def _exposed_reads(blocks) -> set[str]:
-    """Containers some block reads before it surely wrote them, ``blocks`` in order. Inside a branch of a
-    conditional block the branch's own earlier states count as writing (a peeled level computes its
-    temporaries before it reads them); after the conditional block nothing it wrote counts (a branch may
-    not run). Loops and other regions count no write of their own."""
-    exposed: set[str] = set()
-    written: set[str] = set()
-    for b in blocks:
-        written = _exposed_in(b, written, exposed)
-    return exposed
-
-
-def _exposed_in(block, written: set[str], exposed: set[str]) -> set[str]:
-    """Add to ``exposed`` what ``block`` reads before a write (``written``: surely written before it);
-    return what is surely written after it."""
-    from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, LoopRegion
-
-    if isinstance(block, SDFGState):
-        for n in block.data_nodes():
-            if block.out_degree(n) > 0 and block.in_degree(n) == 0 and n.data not in written:
-                exposed.add(n.data)
-        return written | {n.data for n in block.data_nodes() if block.in_degree(n) > 0}
-    if isinstance(block, ConditionalBlock):
-        for _, branch in block.branches:
-            _exposed_in(branch, written, exposed)
-        return written
-    chain = _chain(block) if isinstance(block, ControlFlowRegion) and not isinstance(block, LoopRegion) else None
-    if chain is None:
-        for st in _blocks_states([block]):
-            _exposed_in(st, written, exposed)
-        return written
-    inner = written
-    for b in chain:
-        inner = _exposed_in(b, inner, exposed)
-    return inner
-
-
-def _chain(region) -> list | None:
-    """The blocks of ``region`` when they form one chain from its start block (no branching edges)."""
-    blocks = [region.start_block]
-    while True:
-        out = region.out_edges(blocks[-1])
-        if not out:
-            break
-        if len(out) != 1 or not out[0].data.is_unconditional():
-            return None
-        blocks.append(out[0].dst)
-        if len(blocks) > region.number_of_nodes():
-            return None
-    return blocks if len(blocks) == region.number_of_nodes() else None
 
 
 def _find_block(new: SDFG, block, col: SDFG):
