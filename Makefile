@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed
 # dace finds the pip-installed CMake (needed for CUDA builds) only with the venv first on PATH.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: demo test test-long test-gt4py fixtures fixtures-small fixtures-graupel graupel solve-w lint bench fuzz clean
+.PHONY: demo test test-long test-gt4py fixtures fixtures-small fixtures-graupel graupel solve-w lint bench fuzz clean \
+	devpkgs gpu-check
 
 # gt4py 1.2.3 needs Python >= 3.12: a second venv for sdfg_scan.gt4py's tests, the exporter and the graupel run.
 # GT4PY_PYTHON is the command that runs such an interpreter (pyenv shims need PYENV_VERSION); empty if none.
@@ -117,3 +118,18 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(GT4PY_VENV) .dacecache build *.egg-info
+
+# not in CI: the GPU check on a CUDA machine without DaCe (the device tool's): DaCe and its pure-Python
+# needs copied from .venv (no bytecode, no web viewer) into .devpkgs, which the call carries; then on
+# that machine: bash benchmarks/gpu_device_run.sh (logs in $$OUT)
+DEVPKGS := dace astunparse fparser ordered_set ply dill six.py
+devpkgs: $(STAMP)
+	rm -rf .devpkgs && mkdir .devpkgs
+	sp=$$($(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])") && \
+	  for p in $(DEVPKGS); do cp -a $$sp/$$p .devpkgs/; done
+	find .devpkgs -name __pycache__ -prune -exec rm -rf {} +
+	rm -rf .devpkgs/dace/viewer/webclient
+
+# on a machine with a CUDA GPU and DaCe importable (or .devpkgs beside): every GPU expansion checked and timed
+gpu-check:
+	bash benchmarks/gpu_device_run.sh

@@ -1,5 +1,7 @@
 """One-node SDFGs in either memory layout: what tests, benchmarks and the demo compile.
 
+``load_or_compile`` reuses the binary an earlier compile left in an SDFG's build folder (safely: see there).
+
 ``one_node_sdfg`` wraps a library node in an SDFG whose arrays have symbolic sizes (compile once,
 call with any size) and the requested layout:
 
@@ -10,6 +12,7 @@ call with any size) and the requested layout:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import dace
 import numpy as np
@@ -87,4 +90,24 @@ def one_node_sdfg(name: str, node: dace.nodes.LibraryNode, inputs: dict[str, tup
     return sdfg
 
 
-__all__ = ["LAYOUTS", "copy_arguments", "numpy_array", "one_node_sdfg", "strides_for"]
+def load_or_compile(sdfg: dace.SDFG):
+    """The binary an earlier ``compile`` of an SDFG of this name left in ``sdfg.build_folder`` (another
+    process's, say), loaded with the SDFG that was compiled; else ``sdfg.compile()``.
+
+    Not DaCe's own ``compiler.use_cache``: in DaCe 2.0.0a10 it loads the binary with ``sdfg`` itself,
+    whose library nodes are not expanded, and the argument list of such an SDFG can lack symbols only
+    the expansions use (a one-node SDFG over ``[N, K]`` K-contiguous loses ``N``): every later argument
+    is shifted and a GPU kernel reads out of bounds. The SDFG saved beside the binary
+    (``program.sdfgz``) is the expanded one the binary was generated from.
+    """
+    from dace.codegen import compiler
+
+    folder = Path(sdfg.build_folder)
+    mode = compiler.get_folder_mode(folder, probe=True) if folder.is_dir() else None
+    if mode is not None and any((folder / f).exists() for f in ("program.sdfgz", "program.sdfg")):
+        if compiler.get_binary_name(object_folder=folder, sdfg_name=sdfg.name, folder_mode=mode).is_file():
+            return compiler.load_precompiled_sdfg(folder)
+    return sdfg.compile()
+
+
+__all__ = ["LAYOUTS", "copy_arguments", "load_or_compile", "numpy_array", "one_node_sdfg", "strides_for"]

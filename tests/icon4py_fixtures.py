@@ -28,7 +28,7 @@ import pytest
 
 from sdfg_scan.expansions.environments import ExactArithmetic
 from sdfg_scan.export import find_fixture
-from sdfg_scan.harness import copy_arguments
+from sdfg_scan.harness import copy_arguments, load_or_compile
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 FIXTURES = SHARED / "fixtures" / "icon4py"
@@ -166,9 +166,8 @@ def compile_once(key: str, sdfg: dace.SDFG):
             args = dace.Config.get("compiler", "cpu", "args") + " " + " ".join(ExactArithmetic.cmake_compile_flags)
             with open(_BUILD / f"{sdfg.name}.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)  # another worker may be building the same SDFG
-                with dace.config.set_temporary("compiler", "cpu", "args", value=args), \
-                        dace.config.set_temporary("compiler", "use_cache", value=True):
-                    _BY_DIGEST[digest] = sdfg.compile()
+                with dace.config.set_temporary("compiler", "cpu", "args", value=args):
+                    _BY_DIGEST[digest] = load_or_compile(sdfg)   # not use_cache: see load_or_compile
         _COMPILED[key] = _BY_DIGEST[digest]
     return _COMPILED[key]
 
