@@ -91,8 +91,10 @@ fixtures-graupel: $(GT4PY_STAMP)
 	  --hooks tests.gt4py_programs.icon4py_hooks:graupel_hooks --variants lowered,opt,opt_hooks
 
 # not in CI: icon4py's graupel through gt4py's DaCe CPU backend, stock / icon4py hooks / sdfg_scan hooks
+# (GRAUPEL_PROGRAM=icon_graupel: the older microphysics package's graupel)
 graupel: $(GT4PY_STAMP)
-	$(GT4PY_BIN)/python -m pip install -q --no-deps icon4py-common==0.4.1 icon4py-atmosphere-muphys==0.4.1
+	$(GT4PY_BIN)/python -m pip install -q --no-deps icon4py-common==0.4.1 icon4py-atmosphere-muphys==0.4.1 \
+	  icon4py-atmosphere-microphysics==0.4.1
 	$(GT4PY_BIN)/python -m pip install -q cattrs pyyaml
 	$(GT4PY_BIN)/python samples/graupel_gt4py.py
 
