@@ -328,3 +328,61 @@ def test_a_division_by_an_integer_symbol_stays_under_its_if():
     sdfg(a=a, b=b, K=3, N=300)
     k = np.arange(3)[:, None]
     assert np.array_equal(b, np.where((a > 0.5) & (k > 0), a * (100 // np.maximum(k, 1)), a * 1.0))
+
+
+
+
+def _tasklets(name: str, types: dict, codes: list[tuple[str, str, str]]) -> dace.SDFG:
+    """One pointwise map over ``[K, N]`` per ``(input, output, code)`` (tasklets written as code: their
+    ``exp`` is ``dace::math::exp``, unlike the DaCe frontend's NumPy calls)."""
+    sdfg = dace.SDFG(name)
+    for arr, dtype in types.items():
+        sdfg.add_array(arr, [K, N], dtype)
+    state = sdfg.add_state()
+    for src, dst, code in codes:
+        state.add_mapped_tasklet(f"{dst}_map", {"k": "0:K", "c": "0:N"}, {"x": dace.Memlet(f"{src}[k, c]")},
+                                 code, {"y": dace.Memlet(f"{dst}[k, c]")}, external_edges=True)
+    return sdfg
+
+def _strict_build(sdfg):
+    """IEEE flags and ``sdfg_scan_libm.h``, as in a program that also holds an ``exact`` node (graupel)."""
+    from sdfg_scan.expansions.environments import LIBM_HEADER, ExactArithmetic
+
+    sdfg.append_global_code(f'#include "{LIBM_HEADER}"\n')
+    flags = dace.Config.get("compiler", "cpu", "args") + " " + " ".join(ExactArithmetic.cmake_compile_flags)
+    with dace.config.set_temporary("compiler", "cpu", "args", value=flags):
+        return sdfg.compile()
+
+
+def test_vector_math_whatever_the_tasklets_types():
+    """A tasklet that computes a bool from an ``exp`` of doubles (graupel's first map holds one) gets the
+    vector wrapper too: left to ``dace::math::exp``, it called glibc's scalar entry point
+    (``sdfg_scan_libm.h`` under IEEE flags), which GCC cannot vectorise, and the whole cell loop stayed scalar.
+    The wrappers' template overloads keep DaCe's own function for other argument types: an integer power stays
+    an integer (and exact), a float's ``exp`` a float's."""
+    from pathlib import Path
+
+    sdfg = _tasklets("mixed_types", {"a": dace.float64, "i": dace.int64, "hot": dace.bool_, "j": dace.int64},
+                     [("a", "hot", "y = math.exp(x) > 2.0"), ("i", "j", "y = x ** 3")])
+    assert vectorize_cell_maps(sdfg) == 2
+    code = "\n".join(o.clean_code for o in copy.deepcopy(sdfg).generate_code())
+    loops = [part.split("\n}\n", 1)[0] for part in code.split("#pragma omp simd")[1:]]   # the cell loops
+    assert len(loops) == 2 and "_sdfg_scan_vexp(" in loops[0] and not any("dace::math::exp(" in t for t in loops)
+    csdfg = _strict_build(sdfg)
+    if "avx512f" in Path("/proc/cpuinfo").read_text():   # the cell loop vectorised: libmvec's exp is called
+        assert b"_ZGV" in Path(csdfg._lib._library_filename).read_bytes()
+    rng = np.random.default_rng(11)
+    k, n = 3, 301
+    a = rng.uniform(-3.0, 3.0, (k, n))
+    a[np.abs(a - np.log(2.0)) < 1e-9] = 0.0
+    i = rng.integers(-50, 50, (k, n))
+    hot, j = np.zeros((k, n), dtype=np.bool_), np.zeros((k, n), dtype=np.int64)
+    csdfg(a=a, i=i, hot=hot, j=j, K=k, N=n)
+    assert np.array_equal(hot, np.exp(a) > 2.0)
+    assert np.array_equal(j, i ** 3)
+    sdfg = _tasklets("float_exp", {"f": dace.float32, "g": dace.float32}, [("f", "g", "y = math.exp(x)")])
+    assert vectorize_cell_maps(sdfg) == 1
+    f = rng.uniform(-3.0, 3.0, (k, n)).astype(np.float32)
+    g = np.zeros((k, n), np.float32)
+    _strict_build(sdfg)(f=f, g=g, K=k, N=n)
+    np.testing.assert_allclose(g, np.exp(f), rtol=1e-6)

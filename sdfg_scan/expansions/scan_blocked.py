@@ -87,6 +87,11 @@ static inline double _sdfg_scan_vpow(double x, double y) {
     if (__builtin_constant_p(x) && x > 0.0 && x != 1.0 && x < __builtin_inf())
         return exp(y * log(x));
     return pow(x, y); }
+// other argument types (a float, an integral exponent: DaCe's integer power): DaCe's own function, as the
+// program wrote it (a non-template overload wins for doubles)
+template <typename T> static inline auto _sdfg_scan_vexp(T x) { return dace::math::exp(x); }
+template <typename T> static inline auto _sdfg_scan_vlog(T x) { return dace::math::log(x); }
+template <typename A, typename B> static inline auto _sdfg_scan_vpow(A x, B y) { return dace::math::pow(x, y); }
 #include <type_traits>
 #define SDFG_SCAN_QUIET(name, builtin, op) \
     template <typename A, typename B> static inline bool name(A a, B b) { \

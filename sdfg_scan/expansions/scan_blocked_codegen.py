@@ -338,7 +338,8 @@ def versioned(lines: list[str], unit: list[str]) -> list[str]:
 
 
 def _vector_math(text: str) -> str:
-    """Calls of ``dace::math::exp/log/pow`` on doubles -> the simd-declared wrappers (libmvec when vectorised)."""
+    """Calls of ``dace::math::exp/log/pow`` -> the simd-declared wrappers (libmvec when vectorised; their
+    template overloads call DaCe's function for arguments that are not doubles)."""
     for f, v in VECTOR_FUNCTIONS.items():
         text = text.replace(f"dace::math::{f}(", f"{v}(")
     return text
@@ -637,7 +638,10 @@ class BodyWriter:
             out = io.StringIO()
             cppunparse.CPPUnparser(stmt, 0, locs, out, defined_symbols=dict(known))
             text = out.getvalue().strip()
-            if self.if_convert and all(d == dace.float64 for d in types.values()):
+            if self.if_convert:
+                # whatever the connectors' types (a bool computed from an exp): the wrappers' overloads keep
+                # DaCe's function for other argument types; a call left to dace::math (glibc's scalar entry
+                # point) is opaque to GCC and keeps the whole cell loop scalar
                 text = _vector_math(text)
             for line in text.splitlines():
                 self.w(line)
