@@ -40,7 +40,7 @@ from dace.sdfg.utils import dfs_topological_sort
 from dace.transformation import transformation as xf
 
 from sdfg_scan.expansions import scan_blocked_codegen as codegen
-from sdfg_scan.expansions.scan_blocked import BLOCK, VECTOR_MATH
+from sdfg_scan.expansions.scan_blocked import BLOCK, VECTOR_MATH, VectorMath
 from sdfg_scan.expansions.scan_blocked_codegen import LANE, BodyWriter, Ref, Scope, Unsupported, Writer
 
 SCHEDULES = (dtypes.ScheduleType.Default, dtypes.ScheduleType.CPU_Multicore)
@@ -235,6 +235,8 @@ class VectorizeCellMap(xf.SingleStateTransformation):
         glob, call = _as_function(sdfg, f"{entry.map.label}_{sdfg.cfg_id}_{graph.block_id}", code, ins, outs)
         t = graph.add_tasklet(f"{entry.map.label}_vectorized", ins, outs, call, language=dtypes.Language.CPP,
                               code_global=VECTOR_MATH + glob)
+        # libmvec and the flags GCC needs to vectorise the loop (not only where a blocked_simd node brings them)
+        t.environments = {VectorMath.full_class_path()}  # type: ignore[attr-defined]  # by @dace.library.environment
         for node in graph.scope_subgraph(entry, include_entry=True, include_exit=True).nodes():
             graph.remove_node(node)
         for c in ins:

@@ -128,8 +128,11 @@ class VectorMath:
     # exception flags are not results). On x86-64, 512-bit vectors where the CPU has AVX-512:
     # ``-march=native`` prefers 256 bits on most AVX-512 CPUs, and at that width GCC 12 cannot convert a
     # byte bool's mask to a double's (AVX-512 mask registers) and leaves graupel's if-converted block loop
-    # scalar (no effect without AVX-512)
-    cmake_compile_flags = ["-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math"] + \
+    # scalar (no effect without AVX-512). ``-fno-thread-jumps``: GCC 12's jump threading turns a bool
+    # computed from a value that an if-converted branch selects (``f = t < t0 && x > 0`` after
+    # ``x = c ? v : 0``) into a select between two of its vector masks of different widths, which the
+    # vectorizer rejects ("relevant stmt not supported"): graupel's first map stayed scalar (no value changes)
+    cmake_compile_flags = ["-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math", "-fno-thread-jumps"] + \
         (["-mprefer-vector-width=512"] if platform.machine() in ("x86_64", "AMD64") else []) + libm_flags()
     cmake_link_flags: list[str] = []
     cmake_files: list[str] = []
