@@ -299,12 +299,15 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int, profile_seconds: 
                     "bench_graupel_auto_replay_p", _graupel_blocked(None, "replay", persistent=True)),
                 "blocked_simd (replay)": fx.compile_once("bench_graupel_blocked_simd",
                                                          _graupel_blocked("blocked_simd", "replay")),
+                "+ vectorize_maps (exact)": fx.compile_once("bench_graupel_vmaps_exact",
+                                                           _graupel_blocked(None, "exact", True)),
                 "+ vectorize_maps (replay)": fx.compile_once("bench_graupel_vmaps",
                                                             _graupel_blocked("blocked_simd", "replay", True)),
                 "+ vectorize_maps + persistent": fx.compile_once(
                     "bench_graupel_vmaps_p", _graupel_blocked("blocked_simd", "replay", True, persistent=True))}
     outs = fx.outputs_of(variants, kw)
     fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["auto (exact)"])
+    fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["+ vectorize_maps (exact)"])
     fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["auto, no ResultWriteThrough"])
     fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs["auto, libm errno wrappers"])
     fx.assert_bitwise_equal(outs["auto (replay)"], outs["auto (replay), libm errno wrappers"])
@@ -316,7 +319,8 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int, profile_seconds: 
     fx.assert_bitwise_equal(outs["auto (replay)"], outs["auto + persistent (replay)"])
     fx.assert_bitwise_equal(outs["+ vectorize_maps (replay)"], outs["+ vectorize_maps + persistent"])
     rows = [f"graupel_run_dyn {ncells}x{nlev}: {100 * wet:.0f}% of the (cell, level) points hold precipitation; "
-            "auto, levels_outside, blocked, blocked_kcached and blocked + persistent (exact) bitwise equal to the IEEE-strict build; "
+            "auto, levels_outside, blocked, blocked_kcached, blocked + persistent and + vectorize_maps (exact) bitwise "
+            "equal to the IEEE-strict build; "
             "+ persistent: optimize(persistent_transients='sized'); auto (replay) = "
             "optimize(reproducibility='replay') picks blocked_simd"]
     ref = outs["gt4py IEEE-strict"]
@@ -331,7 +335,8 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int, profile_seconds: 
         rows.append(f"  {k:30} min {min(t):.3e} s  med {np.median(t):.3e} s  speed-up vs default flags "
                     f"{base / min(t):5.2f}")
     if profile_seconds > 0:
-        for k in ("gt4py default flags", "auto (exact)", "auto (replay)"):
+        for k in ("gt4py default flags", "auto (exact)", "+ vectorize_maps (exact)", "auto (replay)",
+                  "+ vectorize_maps (replay)"):
             rows += profile_summary(k, variants[k], kw, profile_seconds)
     return rows
 

@@ -102,9 +102,10 @@ def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
         (icon4py's backends do); None reads it from each SDFG (gt4py then made the fields' horizontal
         strides the number 1). On the CPU the last hook then gives gt4py's temporaries their final
         (column-major) strides before choosing.
-    :param vectorize_maps: CPU, ``replay``/``approx``: the last hook also writes gt4py's top-level pointwise
-        maps as vectorised loop nests (``VectorizeCellMap``; opt-in, README: its residuals are outside the
-        pointwise replay contract).
+    :param vectorize_maps: CPU: the last hook also writes gt4py's top-level pointwise maps as vectorised loop
+        nests (``VectorizeCellMap``; opt-in). Under ``replay``/``approx`` with vector math (README: its
+        residuals are outside the pointwise replay contract), under ``exact`` in its exact form (the
+        program's scalar ``exp``/``log``/``pow`` per lane, bitwise).
     :param assume_no_alias: the caller never passes one buffer as two arguments. Then a result gt4py
         computes into a temporary and copies into an output is written into the output directly
         (``ResultWriteThrough``) wherever the rest of the state allows; by default (False) only where no
@@ -127,10 +128,9 @@ def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
     if horizontal_unit_stride is not None and not isinstance(horizontal_unit_stride, bool):
         raise TypeError(f"sdfg_scan.gt4py.optimization_hooks: horizontal_unit_stride must be True, False or None, "
                         f"got {horizontal_unit_stride!r}")
-    if vectorize_maps and (gpu or reproducibility == "exact"):
+    if vectorize_maps and gpu:
         raise ValueError("sdfg_scan.gt4py.optimization_hooks: vectorize_maps=True vectorises gt4py's pointwise maps on "
-                         "the CPU under reproducibility 'replay' or 'approx' only, got "
-                         f"{'gpu=True' if gpu else 'reproducibility=' + repr(reproducibility)}")
+                         "the CPU, got gpu=True")
     if inplace is not None:
         if not isinstance(inplace, Mapping):
             raise TypeError(f"sdfg_scan.gt4py.optimization_hooks: inplace must be a mapping of output parameter "

@@ -14,7 +14,7 @@ from sdfg_scan import __version__
 EXACT_ENV = "sdfg_scan.expansions.environments.ExactArithmetic"
 """The environment whose compile flags make a program IEEE-strict (``reproducibility="exact"``)."""
 
-HOOKS_REVISION = f"{__version__}-16"
+HOOKS_REVISION = f"{__version__}-17"
 """sdfg_scan's version and a revision of what the hooks do. Every stage carries it as a field, so it is part
 of the fingerprint gt4py keys its (persistent) translation cache with: programs an older sdfg_scan
 translated are not served to a newer one. Bump it when lifting, recognition or selection changes (-8: the
@@ -197,8 +197,8 @@ class ExpandStage:
     per-column schedule. So where gt4py will make that change (``horizontal_unit_stride``: True, False, or
     None to read it from the SDFG, :func:`horizontal_unit_stride`) this stage makes it first
     (:func:`final_strides`), then selects and expands. ``AfterToGPU`` runs after it already.
-    ``vectorize_maps`` (CPU, not ``exact``): ``VectorizeCellMap`` on the top-level pointwise maps first, as
-    ``optimize(..., vectorize_maps=True)`` does."""
+    ``vectorize_maps`` (CPU): ``VectorizeCellMap`` on the top-level pointwise maps first (its exact form under
+    ``exact``), as ``optimize(..., vectorize_maps=True)`` does."""
 
     target: str
     reproducibility: str
@@ -213,10 +213,11 @@ class ExpandStage:
         unit = self.horizontal_unit_stride
         if self.target == "cpu" and (unit if unit is not None else horizontal_unit_stride(sdfg)):
             final_strides(sdfg)
-        if self.vectorize_maps and self.target == "cpu" and self.reproducibility != "exact":
+        if self.vectorize_maps and self.target == "cpu":
             from sdfg_scan.transformations.vectorize_cell_map import vectorize_cell_maps
 
-            vectorize_cell_maps(sdfg)   # where the strides are final (the kernels index through them)
+            # where the strides are final (the kernels index through them)
+            vectorize_cell_maps(sdfg, exact=self.reproducibility == "exact")
         if self.target == "cpu":   # the strides are final: gt4py's copies walk the unit-stride dimension innermost
             from sdfg_scan.transformations.copy_in_layout_order import CopyInLayoutOrder
 

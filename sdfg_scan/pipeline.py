@@ -260,9 +260,10 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         memory. ``ResultWriteThrough`` (a result temporary copied whole into an output: its writers write
         the output) then checks the order of accesses only for the ``inplace`` pairs; with False (gt4py's
         hooks: callers may pass one buffer twice) for every non-transient array.
-    :param vectorize_maps: under ``replay``/``approx`` on the CPU, apply ``VectorizeCellMap`` to the
-        top-level pointwise maps (experimental: GCC vectorises all three of graupel's, but the
-        if-converted precipitation map computes every branch's ``pow`` and gains nothing; README).
+    :param vectorize_maps: on the CPU, apply ``VectorizeCellMap`` to the top-level pointwise maps
+        (opt-in): under ``replay``/``approx`` with vector math (libmvec), under ``exact`` in its exact form
+        (the arithmetic in vectors, every ``exp``/``log``/``pow`` the program's scalar call per lane:
+        bitwise the program under the same IEEE-strict flags; README).
     """
     if target not in TARGETS:
         raise ValueError(f"sdfg_scan.optimize: target must be one of {TARGETS}, got '{target}'")
@@ -326,11 +327,12 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     # 4b. copies left between cell-contiguous arrays walk the unit-stride dimension innermost
     if target == "cpu":
         _apply(sdfg, COPY_ORDER, report)
-    # 4c. replay on the CPU: the top-level pointwise maps as vectorised loop nests (vector math)
-    if vectorize_maps and target == "cpu" and reproducibility != "exact":
+    # 4c. on the CPU: the top-level pointwise maps as vectorised loop nests (vector math, or under exact the
+    # program's scalar libm calls per lane)
+    if vectorize_maps and target == "cpu":
         from sdfg_scan.transformations.vectorize_cell_map import vectorize_cell_maps
 
-        report.maps_vectorized = vectorize_cell_maps(sdfg)
+        report.maps_vectorized = vectorize_cell_maps(sdfg, exact=reproducibility == "exact")
         report.applied["VectorizeCellMap"] = report.maps_vectorized
     # 4d. transients allocated once, not on every call
     if persistent_transients:

@@ -248,6 +248,31 @@ def test_unit_stride_backend_chooses_for_the_final_strides_and_is_bitwise():
         assert _bitwise(outs[name].asnumpy(), want), name
 
 
+def test_exact_vectorised_maps_through_the_backend_are_bitwise():
+    """``make_backend(vectorize_maps=True)`` under ``exact``: gt4py's pointwise maps as vectorised loops with the
+    program's scalar ``pow``/``exp`` per lane (``VectorizeCellMap(exact=True)``): bitwise the reference."""
+    import dace
+
+    hooks = sg.optimization_hooks(gpu=False, reproducibility="exact", vectorize_maps=True)
+    translator = gtx_factory.make_dace_translator(gtx_factory.DaCeConfig(unstructured_horizontal_has_unit_stride=True),
+                                                  auto_optimize_args={"optimization_hooks": hooks})
+    sdfg = translator.generate_sdfg(PRECIP_SCALED.program.gtir, {}, K)
+    loops = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet) and
+             n.label.endswith("_vectorized")]
+    assert any(t.label.startswith("map_") for t in loops), [t.label for t in loops]   # gt4py's pointwise map
+    assert all(any(e.endswith("ScalarLaneLoops") for e in t.environments) for t in loops)
+    be = sg.make_backend(gpu=False, reproducibility="exact", vectorize_maps=True,
+                         unstructured_horizontal_has_unit_stride=True)
+    assert be.name.endswith("_sdfg_scan_exact_vmaps"), be.name
+    ins = {k: np.asfortranarray(v) for k, v in PRECIP_SCALED.make_inputs(np.random.default_rng(13), 300, 9).items()}
+    outs = {k: gtx.as_field([Cell, K], np.full((300, 9), np.nan, order="F"), allocator=np)
+            for k in PRECIP_SCALED.outputs}
+    PRECIP_SCALED.program.with_backend(be)(**{k: gtx.as_field([Cell, K], v, allocator=np) for k, v in ins.items()},
+                                           **outs, offset_provider={})
+    for name, want in zip(PRECIP_SCALED.outputs, PRECIP_SCALED.reference(*ins.values()), strict=True):
+        assert _bitwise(outs[name].asnumpy(), want), name
+
+
 def test_declared_inplace_pairs_write_results_through_and_stay_bitwise_when_aliased():
     """By default the hooks assume any two arguments may share memory, so a result the scan computes while
     it reads other arguments (``rho``, ``dz``) stays in its temporary and is copied. ``inplace={"qr_out":
@@ -280,8 +305,8 @@ def test_bad_options_are_refused_naming_what_is_wrong():
     """Misspelt or mistyped options fail where they are given, naming the option (before: ``inplace="q_out"``
     gave Python's "dictionary update sequence element #0 has length 1", ``make_backend(vectorize_maps=True)``
     gt4py's "make_dace_translator() got an unexpected keyword argument", ``gpu="cpu"`` built for the GPU and
-    ``vectorize_maps`` under ``exact`` and ``make_backend(auto_optimize=False)`` silently did nothing: the hooks
-    run only inside gt4py's auto-optimize, so the latter was not even IEEE-strict)."""
+    ``make_backend(auto_optimize=False)`` silently did nothing: the hooks run only inside gt4py's auto-optimize,
+    so it was not even IEEE-strict)."""
     cases = [(dict(inplace="q_out"), TypeError, "inplace must be a mapping"),
              (dict(inplace=[("q_out", "q_in")]), TypeError, "inplace must be a mapping"),
              (dict(existing=[Hook.TopLevelDataFlowPre]), TypeError, "existing must be a mapping"),
@@ -289,7 +314,7 @@ def test_bad_options_are_refused_naming_what_is_wrong():
              (dict(existing={Hook.TopLevelDataFlowPre: 1}), TypeError, "to callables"),
              (dict(gpu="cpu"), TypeError, "gpu must be True or False, got 'cpu'"),
              (dict(horizontal_unit_stride=1), TypeError, "horizontal_unit_stride must be True, False or None"),
-             (dict(vectorize_maps=True), ValueError, "vectorize_maps=True .* 'replay' or 'approx' only"),
+             (dict(vectorize_maps=True, gpu=True), ValueError, "on the CPU, got gpu=True"),
              (dict(vectorize_maps=True, reproducibility="replay", gpu=True), ValueError, "got gpu=True")]
     for kwargs, error, message in cases:
         with pytest.raises(error, match=message):
@@ -299,8 +324,6 @@ def test_bad_options_are_refused_naming_what_is_wrong():
         sg.make_backend(unstructured_horizontal_has_unit_strid=True)
     with pytest.raises(TypeError, match="unknown keyword 'bind_func_name'"):   # a DaCeConfig ClassVar, not a field
         sg.make_backend(bind_func_name="f")
-    with pytest.raises(ValueError, match="vectorize_maps=True"):
-        sg.make_backend(vectorize_maps=True)   # exact
     with pytest.raises(ValueError, match="auto_optimize=False skips gt4py's gt_auto_optimize, where the hooks run"):
         sg.make_backend(auto_optimize=False)   # the build would have been neither lifted nor strict
 

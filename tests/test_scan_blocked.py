@@ -15,6 +15,7 @@ import dace
 import icon4py_fixtures as fx
 import numpy as np
 import pytest
+from disassembly import scalar_math_in_map_loops
 
 import sdfg_scan
 from sdfg_scan.choice import choose, cost_of, refusal
@@ -69,25 +70,6 @@ def _calls_libmvec(csdfg) -> bool:
     return b"_ZGV" in Path(csdfg._lib._library_filename).read_bytes()
 
 
-def _scalar_math_in_map_loops(csdfg) -> list[str]:
-    """The vectorised maps' functions (``VectorizeCellMap``'s ``_sdfg_scan_map_*``, their OpenMP bodies) of a
-    compiled program that call scalar ``exp``/``log``/``pow`` but no libmvec: cell loops GCC left scalar (a
-    vectorised loop calls ``_ZGV...``; its scalar remainder may call the scalar functions too)."""
-    import re
-    import subprocess
-
-    text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", csdfg._lib._library_filename],
-                          capture_output=True, text=True, check=True).stdout
-    scalar = []
-    for name, body in re.findall(r"^[0-9a-f]+ <([^>]+)>:\n(.*?)(?=^[0-9a-f]+ <|\Z)", text, re.S | re.M):
-        if "_sdfg_scan_map_" not in name:
-            continue
-        calls = re.findall(r"call\s+\S+\s+<([^>]+)>", body)
-        if any(re.match(r"(__)?(exp|log|pow)(_finite)?@", c) for c in calls) and not any("_ZGV" in c for c in calls):
-            scalar.append(name)
-    return scalar
-
-
 @pytest.mark.parametrize("vectorize_maps", [False, True])
 @pytest.mark.parametrize("form", FORMS[:3])
 def test_blocked_simd_is_close_to_the_original(form, vectorize_maps):
@@ -116,6 +98,18 @@ def test_graupel_blocked_kcached_is_bitwise_the_original():
 
 
 @pytest.mark.long
+def test_graupel_exact_vectorised_maps_are_bitwise_the_original():
+    """``graupel_run_dyn`` under ``exact`` with ``vectorize_maps=True``: gt4py's pointwise maps as vectorised
+    loops whose ``pow``/``exp`` are the program's scalar calls on the lanes that take their branch
+    (``VectorizeCellMap(exact=True)``): bitwise the IEEE-strict original, and every map's loop vectorised."""
+    form = "graupel_run_dyn.opt_nohooks"
+    sdfg, _ = _lifted(form, None, "exact", vectorize_maps=True)
+    kw = fx.inputs(form, fx.load(form), ncells=2048, nlev=65)
+    fx.assert_bitwise_equal(fx.run(f"orig_{form}", fx.load(form), kw), fx.run(f"exact_vmaps_{form}", sdfg, kw))
+    assert not scalar_math_in_map_loops(fx.compile_once(f"exact_vmaps_{form}", sdfg)._lib._library_filename)
+
+
+@pytest.mark.long
 @pytest.mark.parametrize("vectorize_maps", [False, True], ids=["scan", "scan+maps"])
 def test_graupel_replay_within_the_contract(vectorize_maps):
     """``graupel_run_dyn`` with ``blocked_simd`` (vector ``pow``/``exp`` in the scan): within rtol 1e-6 on
@@ -132,7 +126,7 @@ def test_graupel_replay_within_the_contract(vectorize_maps):
         assert _calls_libmvec(fx.compile_once(f"replay_{form}_{vectorize_maps}", sdfg))
         # and every vectorised map's cell loop (the precipitation map stayed scalar under GCC 12's jump
         # threading, and with a bool computed from a scalar-entry-point exp: VectorMath, scan_blocked_codegen)
-        assert not _scalar_math_in_map_loops(fx.compile_once(f"replay_{form}_{vectorize_maps}", sdfg))
+        assert not scalar_math_in_map_loops(fx.compile_once(f"replay_{form}_{vectorize_maps}", sdfg)._lib._library_filename)
     for k in sorted(ref):
         x, y = ref[k], got[k]
         if x.dtype.kind != "f":

@@ -386,3 +386,47 @@ def test_vector_math_whatever_the_tasklets_types():
     g = np.zeros((k, n), np.float32)
     _strict_build(sdfg)(f=f, g=g, K=k, N=n)
     np.testing.assert_allclose(g, np.exp(f), rtol=1e-6)
+
+
+@pytest.mark.parametrize("prog", [_pointwise, _powers, _compares, _first_arm_keeps, _middle_arm_keeps,
+                                  _nested_arm_keeps])
+def test_exact_form_is_bitwise_the_map(prog):
+    """``VectorizeCellMap(exact=True)`` (``optimize(..., reproducibility="exact", vectorize_maps=True)``): the
+    loop's IEEE arithmetic in vectors, every ``exp``/``log``/``pow`` the program's scalar call per lane (simd
+    clones that call glibc): bitwise the original map under the same IEEE-strict flags, special bases of
+    ``pow`` included, and the cell loop vectorised (it calls the clones)."""
+    from disassembly import map_calls, scalar_math_in_map_loops
+
+    base = prog.to_sdfg(simplify=True)
+    vec = copy.deepcopy(base)
+    vec.name = base.name + "_exact_vectorized"
+    assert vectorize_cell_maps(vec, exact=True) == 1
+    code = "\n".join(o.clean_code for o in copy.deepcopy(vec).generate_code())
+    loop = code[code.index("#pragma omp simd"):]
+    assert "_sdfg_scan_v" not in loop and "_ZGV" not in code   # no vector math (libmvec) anywhere
+    cbase, cvec = _strict_build(base), _strict_build(vec)
+    calls = set().union(*map_calls(cvec._lib._library_filename).values())
+    if "_sdfg_scan_x" in loop:
+        assert any(c.startswith("_ZGV") for c in calls), calls   # the clones: the loop vectorised
+    assert not scalar_math_in_map_loops(cvec._lib._library_filename)
+    assert not any("mvec" in c or c.startswith("_ZGVeN8v_exp") for c in calls)
+    special = [0.0, -0.0, -2.0, 1.0, np.inf, -np.inf, np.nan, 1e-300, 1e300, 3.7e-3, 0.5, 42.0]
+    rng = np.random.default_rng(17)
+    k, n = 3, 301
+    args = {}
+    for name, desc in base.arrays.items():
+        if desc.transient:
+            continue
+        if desc.dtype == dace.float64:
+            args[name] = rng.uniform(0.01, 1.0, (k, n))
+            args[name][:, :12] = special
+        elif desc.dtype == dace.int64:
+            args[name] = rng.integers(0, 8, (k, n))
+        else:
+            args[name] = np.zeros((k, n), dtype=desc.dtype.as_numpy_dtype())
+    got = {a: v.copy() for a, v in args.items()}
+    with np.errstate(all="ignore"):
+        cbase(**args, K=k, N=n)
+        cvec(**got, K=k, N=n)
+    for a in args:
+        assert np.array_equal(args[a].view(np.uint8), got[a].view(np.uint8)), a

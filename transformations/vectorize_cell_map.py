@@ -16,7 +16,11 @@ assign values if-converted, ``exp``/``log``/``pow`` through glibc's vector math)
 
 It is **replay**: the vector math differs from scalar libm in the last bits (deterministic for one
 machine and build). ``optimize(..., reproducibility="replay", vectorize_maps=True)`` applies it on the
-CPU (opt-in), never under ``exact``.
+CPU (opt-in). Its **exact** form (``exact=True``; what ``vectorize_maps=True`` applies under ``exact``) keeps
+the IEEE arithmetic (vector add, multiply, divide and sqrt round as the scalar ones) and makes every
+``exp``/``log``/``pow`` the program's scalar libm call, once per lane whose branch the program takes
+(simd clones that loop over the lanes: ``scan_blocked.SCALAR_LANE_MATH``): bitwise the map under the same
+IEEE-strict flags.
 
 Legality (``can_be_applied`` runs the translator; a refusal changes nothing): a top-level map (not
 inside another scope) with a default or CPU schedule, unit steps, whose innermost parameter indexes
@@ -35,12 +39,13 @@ import dace
 from dace import data as dt
 from dace import dtypes
 from dace.codegen.targets.cpp import sym2cpp
+from dace.properties import Property, make_properties
 from dace.sdfg import nodes
 from dace.sdfg.utils import dfs_topological_sort
 from dace.transformation import transformation as xf
 
 from sdfg_scan.expansions import scan_blocked_codegen as codegen
-from sdfg_scan.expansions.scan_blocked import BLOCK, VECTOR_MATH, VectorMath
+from sdfg_scan.expansions.scan_blocked import BLOCK, SCALAR_LANE_MATH, VECTOR_MATH, ScalarLaneLoops, VectorMath
 from sdfg_scan.expansions.scan_blocked_codegen import LANE, BodyWriter, Ref, Scope, Unsupported, Writer
 
 SCHEDULES = (dtypes.ScheduleType.Default, dtypes.ScheduleType.CPU_Multicore)
@@ -68,8 +73,9 @@ def _outer_data(state: dace.SDFGState, entry: nodes.MapEntry) -> tuple[set[str],
 
 
 def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
-               block: int = BLOCK) -> tuple[str, dict, dict]:
-    """The C++ of the vectorised loop nest, its input and output connectors (``name -> type``)."""
+               block: int = BLOCK, exact: bool = False) -> tuple[str, dict, dict]:
+    """The C++ of the vectorised loop nest, its input and output connectors (``name -> type``);
+    ``exact``: ``exp``/``log``/``pow`` stay the program's scalar calls, one per lane."""
     m = entry.map
     if state.entry_node(entry) is not None or state.sdfg.parent_nsdfg_node is not None:
         raise Unsupported(f"map '{m.label}' is not a top-level scope of the program")
@@ -126,7 +132,7 @@ def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
 
     w = Writer()
     w.depth = 2
-    bw = BodyWriter(w, if_convert=True)
+    bw = BodyWriter(w, if_convert=True, exact_math=exact)
     inner = state.scope_subgraph(entry, include_entry=False, include_exit=False)
     for n in inner.nodes():
         if isinstance(n, nodes.AccessNode):
@@ -176,7 +182,9 @@ def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
               f"        const long long _m_{cell} = _c0 + {LANE};"]
     tasks += w.lines + ["    }", "}"]
     code += codegen.versioned(tasks, unit)
-    return "\n".join(code), ins, outs
+    text = "\n".join(code)
+    # exact: every exp/log/pow of the loop (tasklets, conditions, symbols) through the per-lane scalar calls
+    return (codegen._vector_math(text, exact=True) if exact else text), ins, outs
 
 
 def _move(bw: BodyWriter, scope: Scope, memlet: dace.Memlet, src: str, dst: str, into: bool) -> None:
@@ -208,10 +216,14 @@ def _as_function(sdfg: dace.SDFG, label: str, code: str, ins: dict, outs: dict) 
     return glob, f"{name}({', '.join(args)});"
 
 
+@make_properties
 class VectorizeCellMap(xf.SingleStateTransformation):
     """A top-level pointwise map as one vectorised loop nest (module docstring). Replay."""
 
     map_entry = xf.PatternNode(nodes.MapEntry)
+    exact = Property(dtype=bool, default=False,
+                     desc="Exact: IEEE arithmetic in vectors, exp/log/pow the program's scalar calls per lane "
+                          "(bitwise the map under the same IEEE-strict flags); otherwise replay (vector math)")
 
     @classmethod
     def expressions(cls):
@@ -219,7 +231,7 @@ class VectorizeCellMap(xf.SingleStateTransformation):
 
     def can_be_applied(self, graph, expr_index, sdfg, permissive=False) -> bool:
         try:
-            map_kernel(sdfg, graph, self.map_entry)
+            map_kernel(sdfg, graph, self.map_entry, exact=self.exact)
         except Unsupported:
             return False
         return True
@@ -227,16 +239,17 @@ class VectorizeCellMap(xf.SingleStateTransformation):
     def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG):
         entry = self.map_entry
         exit_ = graph.exit_node(entry)
-        code, ins, outs = map_kernel(sdfg, graph, entry)
+        code, ins, outs = map_kernel(sdfg, graph, entry, exact=self.exact)
         srcs = {e.src.data: e.src for e in graph.in_edges(entry) if e.data.data is not None}
         dsts = {e.dst.data: e.dst for e in graph.out_edges(exit_) if e.data.data is not None}
         deps = [e.src for e in graph.in_edges(entry) if e.data.data is None]
         after = [e.dst for e in graph.out_edges(exit_) if e.data.data is None]
         glob, call = _as_function(sdfg, f"{entry.map.label}_{sdfg.cfg_id}_{graph.block_id}", code, ins, outs)
         t = graph.add_tasklet(f"{entry.map.label}_vectorized", ins, outs, call, language=dtypes.Language.CPP,
-                              code_global=VECTOR_MATH + glob)
+                              code_global=(SCALAR_LANE_MATH if self.exact else VECTOR_MATH) + glob)
         # libmvec and the flags GCC needs to vectorise the loop (not only where a blocked_simd node brings them)
-        t.environments = {VectorMath.full_class_path()}  # type: ignore[attr-defined]  # by @dace.library.environment
+        env = ScalarLaneLoops if self.exact else VectorMath
+        t.environments = {env.full_class_path()}  # type: ignore[attr-defined]  # by @dace.library.environment
         for node in graph.scope_subgraph(entry, include_entry=True, include_exit=True).nodes():
             graph.remove_node(node)
         for c in ins:
@@ -259,14 +272,16 @@ def _cell_dims(subset, cell: str) -> list[int]:
             if cell in {str(f) for f in dace.symbolic.pystr_to_symbolic(str(r[0])).free_symbols}]
 
 
-def vectorize_cell_maps(sdfg: dace.SDFG) -> int:
-    """Apply :class:`VectorizeCellMap` to every top-level map of ``sdfg`` it applies to; the count."""
+def vectorize_cell_maps(sdfg: dace.SDFG, exact: bool = False) -> int:
+    """Apply :class:`VectorizeCellMap` (``exact``: its exact form) to every top-level map of ``sdfg`` it
+    applies to; the count."""
     count = 0
     for state in list(sdfg.states()):
         for n in list(state.nodes()):
             if not isinstance(n, nodes.MapEntry) or n not in state.nodes() or state.entry_node(n) is not None:
                 continue
             xform = VectorizeCellMap()
+            xform.exact = exact
             xform.setup_match(sdfg, state.parent_graph.cfg_id, state.block_id,
                               {VectorizeCellMap.map_entry: state.node_id(n)}, 0)
             if xform.can_be_applied(state, 0, sdfg):

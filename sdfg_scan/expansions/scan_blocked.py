@@ -54,6 +54,25 @@ from sdfg_scan.scan_structure import NotAScan, analyze_scan
 BLOCK = 256
 """Cells per block: 20 carries x 8 B x 256 = 40 KiB of block arrays stay in L1/L2 per thread."""
 
+QUIET_COMPARE = """
+#ifndef SDFG_SCAN_QUIET_COMPARE
+#define SDFG_SCAN_QUIET_COMPARE
+#include <type_traits>
+#define SDFG_SCAN_QUIET(name, builtin, op) \
+    template <typename A, typename B> static inline bool name(A a, B b) { \
+        if constexpr (std::is_floating_point_v<A> || std::is_floating_point_v<B>) { \
+            using T = std::common_type_t<A, B>; return builtin(T(a), T(b)); \
+        } else { return a op b; } }
+SDFG_SCAN_QUIET(_sdfg_scan_gt, __builtin_isgreater, >)
+SDFG_SCAN_QUIET(_sdfg_scan_ge, __builtin_isgreaterequal, >=)
+SDFG_SCAN_QUIET(_sdfg_scan_lt, __builtin_isless, <)
+SDFG_SCAN_QUIET(_sdfg_scan_le, __builtin_islessequal, <=)
+#undef SDFG_SCAN_QUIET
+#endif
+"""
+"""Comparisons of if-converted code (the truth values of ``>``, ``>=``, ``<``, ``<=``, NaN included, without
+the invalid-operation trap of an ordered comparison, so that GCC if-converts around them)."""
+
 VECTOR_MATH = """
 #ifndef SDFG_SCAN_VECTOR_MATH
 #define SDFG_SCAN_VECTOR_MATH
@@ -92,19 +111,55 @@ static inline double _sdfg_scan_vpow(double x, double y) {
 template <typename T> static inline auto _sdfg_scan_vexp(T x) { return dace::math::exp(x); }
 template <typename T> static inline auto _sdfg_scan_vlog(T x) { return dace::math::log(x); }
 template <typename A, typename B> static inline auto _sdfg_scan_vpow(A x, B y) { return dace::math::pow(x, y); }
-#include <type_traits>
-#define SDFG_SCAN_QUIET(name, builtin, op) \
-    template <typename A, typename B> static inline bool name(A a, B b) { \
-        if constexpr (std::is_floating_point_v<A> || std::is_floating_point_v<B>) { \
-            using T = std::common_type_t<A, B>; return builtin(T(a), T(b)); \
-        } else { return a op b; } }
-SDFG_SCAN_QUIET(_sdfg_scan_gt, __builtin_isgreater, >)
-SDFG_SCAN_QUIET(_sdfg_scan_ge, __builtin_isgreaterequal, >=)
-SDFG_SCAN_QUIET(_sdfg_scan_lt, __builtin_isless, <)
-SDFG_SCAN_QUIET(_sdfg_scan_le, __builtin_islessequal, <=)
-#undef SDFG_SCAN_QUIET
 #endif
-"""
+""" + QUIET_COMPARE
+
+SCALAR_LANE_MATH = """
+#ifndef SDFG_SCAN_SCALAR_LANE_MATH
+#define SDFG_SCAN_SCALAR_LANE_MATH
+#include <cmath>
+// exact vectorised loops: the loop's arithmetic in vectors, exp/log/pow the program's own scalar calls, one
+// per lane whose branch the program takes. GCC vectorises a call only through a simd clone:
+// _sdfg_scan_x*1's clones loop over the lanes and call _sdfg_scan_x*0 where the lane is active. No simd
+// declaration reaches _sdfg_scan_x*0 (noipa: not inlined, no caller's constant propagated into it), so
+// glibc's scalar function (or its errno-free entry point, sdfg_scan_libm.h) computes every value the
+// program selects, on the program's arguments. noexcept and const: no exception edge and no memory effect,
+// so GCC neither keeps the loop scalar nor sinks the call into a branch. The active flag is a double, as
+// wide as the lanes (a byte beside doubles is a mask GCC 12 does not convert).
+__attribute__((noipa)) static double _sdfg_scan_xexp0(double x) noexcept { return dace::math::exp(x); }
+__attribute__((noipa)) static double _sdfg_scan_xlog0(double x) noexcept { return dace::math::log(x); }
+__attribute__((noipa)) static double _sdfg_scan_xpow0(double x, double y) noexcept { return dace::math::pow(x, y); }
+#pragma omp declare simd notinbranch
+__attribute__((noinline, const)) static double _sdfg_scan_xexp1(double a, double x) noexcept {
+    return a != 0.0 ? _sdfg_scan_xexp0(x) : 0.0; }
+#pragma omp declare simd notinbranch
+__attribute__((noinline, const)) static double _sdfg_scan_xlog1(double a, double x) noexcept {
+    return a != 0.0 ? _sdfg_scan_xlog0(x) : 0.0; }
+#pragma omp declare simd notinbranch
+__attribute__((noinline, const)) static double _sdfg_scan_xpow1(double a, double x, double y) noexcept {
+    return a != 0.0 ? _sdfg_scan_xpow0(x, y) : 0.0; }
+// what the compiler folds stays folded as in the program: DaCe's function inlined at the call site for
+// constant arguments, and for the constant exponents GCC rewrites under IEEE flags (0, 1, 2, -1: 1, x, x * x,
+// 1 / x); any other exponent, integral or not, reaches glibc's pow in the program too
+static inline double _sdfg_scan_xexp(bool a, double x) {
+    return __builtin_constant_p(x) ? dace::math::exp(x) : _sdfg_scan_xexp1(a ? 1.0 : 0.0, x); }
+static inline double _sdfg_scan_xlog(bool a, double x) {
+    return __builtin_constant_p(x) ? dace::math::log(x) : _sdfg_scan_xlog1(a ? 1.0 : 0.0, x); }
+static inline double _sdfg_scan_xpow(bool a, double x, double y) {
+    if ((__builtin_constant_p(x) && __builtin_constant_p(y))
+        || (__builtin_constant_p(y) && (y == 0.0 || y == 1.0 || y == 2.0 || y == -1.0)))
+        return dace::math::pow(x, y);
+    return _sdfg_scan_xpow1(a ? 1.0 : 0.0, x, y); }
+template <typename T> static inline auto _sdfg_scan_xexp(bool, T x) { return dace::math::exp(x); }
+template <typename T> static inline auto _sdfg_scan_xlog(bool, T x) { return dace::math::log(x); }
+template <typename A, typename B> static inline auto _sdfg_scan_xpow(bool, A x, B y) { return dace::math::pow(x, y); }
+#endif
+""" + QUIET_COMPARE
+
+
+LOOP_FLAGS = ["-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math", "-fno-thread-jumps"] + \
+    (["-mprefer-vector-width=512"] if platform.machine() in ("x86_64", "AMD64") else [])
+"""What GCC needs to vectorise an if-converted cell loop (:class:`VectorMath` says why, flag by flag)."""
 
 
 @dace.library.environment
@@ -132,8 +187,7 @@ class VectorMath:
     # computed from a value that an if-converted branch selects (``f = t < t0 && x > 0`` after
     # ``x = c ? v : 0``) into a select between two of its vector masks of different widths, which the
     # vectorizer rejects ("relevant stmt not supported"): graupel's first map stayed scalar (no value changes)
-    cmake_compile_flags = ["-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math", "-fno-thread-jumps"] + \
-        (["-mprefer-vector-width=512"] if platform.machine() in ("x86_64", "AMD64") else []) + libm_flags()
+    cmake_compile_flags = LOOP_FLAGS + libm_flags()
     cmake_link_flags: list[str] = []
     cmake_files: list[str] = []
     # the scalar pow/exp/log left in the program (gt4py's own maps) skip glibc's errno wrapper too
@@ -142,6 +196,19 @@ class VectorMath:
     init_code = ""
     finalize_code = ""
     dependencies: list[type] = []
+
+
+@dace.library.environment
+class ScalarLaneLoops(VectorMath):
+    """Flags for exact vectorised loops (``VectorizeCellMap(exact=True)``; no flag changes a value): those of
+    :class:`VectorMath` (``-fopenmp-simd`` for the ``omp simd`` loop and the wrappers' simd clones, no
+    trapping or errno math, 512-bit vectors on x86-64, ``-fno-thread-jumps``) and ``-fno-tree-sink`` (GCC
+    sinks a call that one branch uses into that branch, and a call under a branch keeps the loop scalar),
+    after the IEEE flags of ``ExactArithmetic`` (no contraction, no reciprocal math). No libmvec."""
+
+    cmake_libraries: list[str] = []
+    cmake_compile_flags = LOOP_FLAGS + ["-fno-tree-sink"] + libm_flags()
+    dependencies: list[type] = [ExactArithmetic]
 
 
 def _outer(mapping: dict, expr) -> symbolic.SymExpr:
@@ -450,5 +517,5 @@ class ExpandScanBlockedKCached(_BlockedExpansion):
     kcached = True
 
 
-__all__ = ["BLOCK", "VECTOR_MATH", "ExpandScanBlocked", "ExpandScanBlockedKCached", "ExpandScanBlockedSIMD",
-           "VectorMath", "check", "kernel"]
+__all__ = ["BLOCK", "SCALAR_LANE_MATH", "VECTOR_MATH", "ExpandScanBlocked", "ExpandScanBlockedKCached",
+           "ExpandScanBlockedSIMD", "ScalarLaneLoops", "VectorMath", "check", "kernel"]

@@ -234,6 +234,9 @@ class _Rename(ast.NodeTransformer):
 
 VECTOR_FUNCTIONS = {"exp": "_sdfg_scan_vexp", "log": "_sdfg_scan_vlog", "pow": "_sdfg_scan_vpow"}
 """``dace::math::f`` -> the ``omp declare simd`` wrappers of glibc's ``f`` (``scan_blocked.VECTOR_MATH``)."""
+SCALAR_LANE_FUNCTIONS = {"exp": "_sdfg_scan_xexp", "log": "_sdfg_scan_xlog", "pow": "_sdfg_scan_xpow"}
+"""``f`` -> wrappers whose simd clones call the program's scalar ``f`` once per lane
+(``scan_blocked.SCALAR_LANE_MATH``: the exact form of a vectorised loop)."""
 
 
 class _MaskLogic(ast.NodeTransformer):
@@ -337,19 +340,29 @@ def versioned(lines: list[str], unit: list[str]) -> list[str]:
             + ["}"])
 
 
-def _vector_math(text: str) -> str:
+def _vector_math(text: str, exact: bool = False, active: str = "true") -> str:
     """Calls of ``dace::math::exp/log/pow`` -> the simd-declared wrappers (libmvec when vectorised; their
-    template overloads call DaCe's function for arguments that are not doubles)."""
-    for f, v in VECTOR_FUNCTIONS.items():
-        text = text.replace(f"dace::math::{f}(", f"{v}(")
+    template overloads call DaCe's function for arguments that are not doubles). ``exact``: the wrappers
+    that call the scalar function per lane where the lane predicate ``active`` holds (the lanes whose
+    branch the program takes: the others' values are never selected), for every call of those functions
+    (a bare ``exp(`` of the DaCe frontend too: declared ``simd`` by a replay part of the program, it would
+    reach libmvec)."""
+    if not exact:
+        for f, v in VECTOR_FUNCTIONS.items():
+            text = text.replace(f"dace::math::{f}(", f"{v}(")
+        return text
+    for f, v in SCALAR_LANE_FUNCTIONS.items():
+        text = re.sub(rf"(?<![\w:.])(?:dace::math::|std::|::)?{f}\(", f"{v}({active}, ", text)
     return text
 
 
 class BodyWriter:
     """Writes the blocks of a body (and its nested SDFGs) as per-cell C++ into a :class:`Writer`."""
 
-    def __init__(self, w: Writer, if_convert: bool):
+    def __init__(self, w: Writer, if_convert: bool, exact_math: bool = False):
         self.w, self.if_convert = w, if_convert
+        self.exact_math = exact_math   # if-converted, but exp/log/pow stay the program's scalar calls
+        self.active: list[str] = []   # exact_math: the lane predicate of each if-converted branch being written
         self.overrides: list[dict[str, str]] = []   # if-converted branches: lvalue -> temporary
         self.temps: list[list[tuple[str, str, str]]] = []
         self.declared: dict[str, int] = {}   # local -> if-converted branch depth where it is declared
@@ -499,12 +512,22 @@ class BodyWriter:
             f = self.w.fresh("c")
             self.w(f"const bool {f} = {c};")
             flags.append(f)
+        preds: list[str | None] = [None] * len(conds)
+        if self.exact_math:
+            # the lanes that take each branch (the first true condition; inside the enclosing branch's lanes):
+            # the exact form calls libm there only, as the program does
+            for i, f in enumerate(flags):
+                parts = self.active[-1:] + [f"!{g}" for g in flags[:i] if g is not None] + ([f] if f else [])
+                preds[i] = self.w.fresh("a")
+                self.w(f"const bool {preds[i]} = {' & '.join(parts) or 'true'};")
         decl_at = len(self.w.lines)
         picks: list[dict[str, str]] = []
         all_temps = []
-        for _, br in conds:
+        for (_, br), pred in zip(conds, preds, strict=True):
             self.overrides.append({})
             self.temps.append([])
+            if pred is not None:
+                self.active.append(pred)
             self.w("{")
             self.w.depth += 1
             try:
@@ -513,6 +536,8 @@ class BodyWriter:
                 self.w.depth -= 1
                 picks.append(self.overrides.pop())
                 all_temps += self.temps.pop()
+                if pred is not None:
+                    self.active.pop()
             self.w("}")
         pad = "    " * self.w.depth
         self.w.lines[decl_at:decl_at] = [f"{pad}{t} {n} = {v};" for n, v, t in all_temps]
@@ -642,7 +667,7 @@ class BodyWriter:
                 # whatever the connectors' types (a bool computed from an exp): the wrappers' overloads keep
                 # DaCe's function for other argument types; a call left to dace::math (glibc's scalar entry
                 # point) is opaque to GCC and keeps the whole cell loop scalar
-                text = _vector_math(text)
+                text = _vector_math(text, self.exact_math, self.active[-1] if self.active else "true")
             for line in text.splitlines():
                 self.w(line)
         for conn, ref, index, dtype in outs:

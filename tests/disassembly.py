@@ -1,0 +1,29 @@
+"""What the vectorised maps of a compiled program call (``objdump -d``): whether GCC vectorised their loops."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+SCALAR_MATH = re.compile(r"((__)?(exp|log|pow)(_finite)?@|_ZL\d+_sdfg_scan_x(exp|log|pow)1)")
+"""A scalar call of glibc's ``exp``/``log``/``pow`` (or the exact form's per-lane wrapper itself)."""
+
+
+def map_calls(library: str) -> dict[str, set[str]]:
+    """``{function: symbols it calls}`` for ``VectorizeCellMap``'s functions (``_sdfg_scan_map_*`` and their
+    OpenMP bodies) in the shared library ``library``."""
+    text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", library], capture_output=True, text=True,
+                          check=True).stdout
+    out = {}
+    for name, body in re.findall(r"^[0-9a-f]+ <([^>]+)>:\n(.*?)(?=^[0-9a-f]+ <|\Z)", text, re.S | re.M):
+        if "_sdfg_scan_map_" in name:
+            out[name] = set(re.findall(r"call\s+\S+\s+<([^>]+)>", body))
+    return out
+
+
+def scalar_math_in_map_loops(library: str) -> list[str]:
+    """The vectorised maps' functions that call scalar ``exp``/``log``/``pow`` but no simd function (a
+    vectorised loop calls ``_ZGV...``: libmvec, or the exact form's per-lane clones; its scalar remainder
+    may call the scalar functions too): cell loops GCC left scalar."""
+    return [name for name, calls in map_calls(library).items()
+            if any(SCALAR_MATH.match(c) for c in calls) and not any(c.startswith("_ZGV") for c in calls)]
