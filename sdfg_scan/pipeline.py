@@ -22,9 +22,9 @@ available is skipped and named in the report):
    ``scans_specialised``; such scans are no longer ``Scan`` nodes, so they leave ``scans_after``);
 4. ``LiftCellMap``: each lifted scan takes gt4py's map over cells into its node
    (``columns="cells"``), so that the schedule over cells is the expansion's choice; with
-   ``vectorize_maps=True`` under ``replay``/``approx`` on the CPU (opt-in, experimental),
-   ``VectorizeCellMap`` writes each top-level pointwise map over cells as one loop nest with an
-   ``omp simd`` cell loop and vector math (``maps_vectorized``);
+   ``vectorize_maps=True`` on the CPU (opt-in), ``VectorizeCellMap`` writes each top-level pointwise map
+   over cells as one loop nest with an ``omp simd`` cell loop: vector math under ``replay``/``approx``,
+   under ``exact`` the program's scalar libm calls per lane (``maps_vectorized``);
 5. for ``target="gpu"`` apply DaCe's GPU transformation; choose one implementation per sdfg_scan
    node (:func:`sdfg_scan.select.select_expansions`: cost model, autotune cache, reproducibility
    floor). **Nothing is expanded**: the SDFG keeps its sdfg_scan nodes (DaCe expands them when it
