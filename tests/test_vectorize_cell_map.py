@@ -409,7 +409,7 @@ def test_exact_form_is_bitwise_the_map(prog):
     if "_sdfg_scan_x" in loop:
         assert any(c.startswith("_ZGV") for c in calls), calls   # the clones: the loop vectorised
     assert not scalar_math_in_map_loops(cvec._lib._library_filename)
-    assert not any("mvec" in c or c.startswith("_ZGVeN8v_exp") for c in calls)
+    assert not any(c.startswith("_ZGV") and "_sdfg_scan_x" not in c for c in calls)   # no libmvec, any width
     special = [0.0, -0.0, -2.0, 1.0, np.inf, -np.inf, np.nan, 1e-300, 1e300, 3.7e-3, 0.5, 42.0]
     rng = np.random.default_rng(17)
     k, n = 3, 301

@@ -184,7 +184,7 @@ def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
     code += codegen.versioned(tasks, unit)
     text = "\n".join(code)
     # exact: every exp/log/pow of the loop (tasklets, conditions, symbols) through the per-lane scalar calls
-    return (codegen._vector_math(text, exact=True) if exact else text), ins, outs
+    return (codegen.vector_math(text, exact=True) if exact else text), ins, outs
 
 
 def _move(bw: BodyWriter, scope: Scope, memlet: dace.Memlet, src: str, dst: str, into: bool) -> None:

@@ -340,7 +340,7 @@ def versioned(lines: list[str], unit: list[str]) -> list[str]:
             + ["}"])
 
 
-def _vector_math(text: str, exact: bool = False, active: str = "true") -> str:
+def vector_math(text: str, exact: bool = False, active: str = "true") -> str:
     """Calls of ``dace::math::exp/log/pow`` -> the simd-declared wrappers (libmvec when vectorised; their
     template overloads call DaCe's function for arguments that are not doubles). ``exact``: the wrappers
     that call the scalar function per lane where the lane predicate ``active`` holds (the lanes whose
@@ -667,7 +667,7 @@ class BodyWriter:
                 # whatever the connectors' types (a bool computed from an exp): the wrappers' overloads keep
                 # DaCe's function for other argument types; a call left to dace::math (glibc's scalar entry
                 # point) is opaque to GCC and keeps the whole cell loop scalar
-                text = _vector_math(text, self.exact_math, self.active[-1] if self.active else "true")
+                text = vector_math(text, self.exact_math, self.active[-1] if self.active else "true")
             for line in text.splitlines():
                 self.w(line)
         for conn, ref, index, dtype in outs:
@@ -726,4 +726,4 @@ class BodyWriter:
         return Ref(desc.dtype.ctype, base=cname, strides=[scope.expr(s) for s in desc.strides], memory=True)
 
 
-__all__ = ["LANE", "LEVEL", "BodyWriter", "Ref", "Scope", "Unsupported", "Writer", "storage_type"]
+__all__ = ["LANE", "LEVEL", "BodyWriter", "Ref", "Scope", "Unsupported", "Writer", "storage_type", "vector_math"]
