@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 export PATH := $(BIN):$(PATH)
 
 .PHONY: demo test test-long test-gt4py fixtures fixtures-small fixtures-graupel graupel solve-w lint bench fuzz clean \
-	devpkgs gpu-check
+	devpkgs gpu-check gpu-icon4py-data gpu-icon4py
 
 # gt4py 1.2.3 needs Python >= 3.12: a second venv for sdfg_scan.gt4py's tests, the exporter and the graupel run.
 # GT4PY_PYTHON is the command that runs such an interpreter (pyenv shims need PYENV_VERSION); empty if none.
@@ -135,3 +135,12 @@ devpkgs: $(STAMP)
 # on a machine with a CUDA GPU and DaCe importable (or .devpkgs beside): every GPU expansion checked and timed
 gpu-check:
 	bash benchmarks/gpu_device_run.sh
+
+# the real icon4py programs on a GPU (graupel, the dycore pair): here, where the fixtures are, the GPU
+# SDFGs, seeded inputs and CPU outputs go into .devdata (git-ignored); there, with .devpkgs and .devdata
+# carried, `make gpu-icon4py` builds, checks and times them (benchmarks/gpu_icon4py.py)
+gpu-icon4py-data: $(STAMP)
+	$(BIN)/python benchmarks/gpu_icon4py.py prepare
+
+gpu-icon4py:
+	PYTHONPATH=$(CURDIR)/.devpkgs:$(CURDIR) python3 -W ignore benchmarks/gpu_icon4py.py run

@@ -22,4 +22,8 @@ from sdfg_scan.select import compile_flags, exact_cuda_flags, select_expansions 
 
 register_library(__name__, "sdfg_scan")
 
+from sdfg_scan import dace_fixes as _dace_fixes  # noqa: E402
+
+_dace_fixes.install()
+
 __version__ = "0.1.0"

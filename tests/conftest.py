@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -62,6 +63,14 @@ def nvcc_compile(code: str, tmp_path: Path) -> None:
            str(tmp_path / "kernel.o")]
     res = subprocess.run(cmd, capture_output=True, text=True)
     assert res.returncode == 0, f"nvcc failed:\n{res.stderr[-4000:]}"
+
+
+def streams_within_context(code: str) -> tuple[tuple[int, int], int, int]:
+    """``((streams, events) of the CUDA context, largest stream used + 1, largest event used + 1)``."""
+    (ctx,) = {tuple(int(x) for x in m) for m in re.findall(r"Context\((\d+), (\d+)\)", code)}
+    used_s = max((int(x) + 1 for x in re.findall(r"streams\[(\d+)\]", code)), default=0)
+    used_e = max((int(x) + 1 for x in re.findall(r"events\[(\d+)\]", code)), default=0)
+    return ctx, used_s, used_e
 
 
 def cuda_code(sdfg: dace.SDFG) -> str:

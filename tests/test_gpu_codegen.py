@@ -6,7 +6,7 @@ import re
 
 import dace
 import pytest
-from conftest import cuda_code, nvcc_compile
+from conftest import cuda_code, nvcc_compile, streams_within_context
 
 from sdfg_scan.cost import GPU_COLUMNS_TO_FILL
 from sdfg_scan.expansions.parallel_prefix import GPU_BLOCK, GPU_WARP
@@ -114,3 +114,43 @@ def test_parallel_prefix_in_block_schedules(layout, tmp_path):
     assert host.count(f"if (({nch} <= {GPU_WARP}))") == 2
     assert host.count(f"else if ((({nch} <= {GPU_BLOCK}) || (N >= {int(GPU_COLUMNS_TO_FILL) // GPU_BLOCK})))") == 2
     nvcc_compile(code, tmp_path)
+
+
+def _chain_of_gpu_maps() -> tuple[dace.SDFG, dace.nodes.MapEntry]:
+    """x -> map -> y -> map -> z on the GPU; returns the SDFG and the second map's entry."""
+    sdfg = dace.SDFG("stream_count")
+    for name in "xyz":
+        sdfg.add_array(name, [N], dace.float64, storage=dace.StorageType.GPU_Global)
+    state = sdfg.add_state()
+    entries = []
+    for src, dst in (("x", "y"), ("y", "z")):
+        _, me, _ = state.add_mapped_tasklet(f"{src}{dst}", {"i": "0:N"}, {"_a": dace.Memlet(f"{src}[i]")},
+                                            "_b = _a + 1.0", {"_b": dace.Memlet(f"{dst}[i]")},
+                                            schedule=dace.ScheduleType.GPU_Device, external_edges=True)
+        entries.append(me)
+    return sdfg, entries[1]
+
+
+def test_the_cuda_context_holds_every_stream_the_code_uses():
+    """DaCe 2.0.0a10 lowers its running stream counter to a host-level nested SDFG's count (a strided
+    GPU copy's), so the context can hold fewer streams than the nodes were given: graupel after
+    ``optimize(target="gpu")`` synchronised ``streams[11]`` of a 2-stream context and crashed on a GPU.
+    A node that keeps a high stream number stands for that case here; ``sdfg_scan.dace_fixes`` returns
+    counts that cover it. The same SDFG under DaCe's own function shows the defect."""
+    from dace.codegen.targets.cuda import CUDACodeGen
+
+    class Codegen:   # the function only recurses through self
+        pass
+
+    fixed = CUDACodeGen._compute_cudastreams
+    assert hasattr(fixed, "__wrapped__"), "sdfg_scan.dace_fixes is not installed"
+    for fn, enough in ((fixed, True), (fixed.__wrapped__, False)):
+        sdfg, entry = _chain_of_gpu_maps()
+        entry._cuda_stream, entry._cs_childpath = 7, False   # what DaCe's reset counter leaves behind
+        Codegen._compute_cudastreams = fn
+        streams, _ = fn(Codegen(), sdfg)
+        assert (streams >= 8) is enough, (fn, streams)
+    # and a whole program: the generated context covers every stream and event the code names
+    sdfg, _ = _chain_of_gpu_maps()
+    ctx, used_s, used_e = streams_within_context("\n".join(o.clean_code for o in sdfg.generate_code()))
+    assert ctx[0] >= used_s and ctx[1] >= used_e, (ctx, used_s, used_e)

@@ -139,6 +139,20 @@ def test_optimize_for_gpu_keeps_nodes_and_generates_a_kernel(form, tmp_path):
 
 
 @pytest.mark.gpu
+@pytest.mark.long
+def test_dynamic_graupel_for_gpu_names_only_streams_its_context_has():
+    """graupel_run_dyn after ``optimize(target="gpu")``: DaCe 2.0.0a10 sized its CUDA context for 2 streams
+    while the code used 12 (a segmentation fault on the first call on an H200); ``sdfg_scan.dace_fixes``
+    counts every stream and event the generated code names."""
+    from conftest import streams_within_context
+
+    sdfg = _on_device(fx.load("graupel_run_dyn.opt_nohooks"))
+    sdfg_scan.optimize(sdfg, target="gpu")
+    ctx, streams, events = streams_within_context("\n".join(o.clean_code for o in sdfg.generate_code()))
+    assert streams > 2 and ctx[0] >= streams and ctx[1] >= events, (ctx, streams, events)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("form", [f for f in fx.FORMS if f not in GPU_CODEGEN and not f.startswith("graupel_run")])
 def test_optimize_for_gpu_keeps_the_scans_of_the_other_forms(form):
     """The lowered forms: optimised for the GPU, nodes kept, validated. Their CUDA code is not generated

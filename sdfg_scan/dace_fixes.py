@@ -1,0 +1,59 @@
+"""Fixes for DaCe 2.0.0a10 defects that sdfg_scan's programs reach (installed when ``sdfg_scan`` is imported).
+
+**CUDA stream count.** DaCe's CUDA code generator gives each GPU node of a state a stream
+(``CUDACodeGen._compute_cudastreams``) and creates ``dace::cuda::Context(streams, events)`` with the count
+that function returns. When it meets a host-level nested SDFG while walking a state's edges (DaCe makes
+one for every strided GPU-to-GPU copy: ``InsertExplicitCopies`` expands it into a nested SDFG with a
+copy map), it sets its running stream counter to the nested SDFG's count, which starts from the stream
+of that edge and can be lower than the streams already handed out. The state then asks for fewer
+streams than its nodes use: on graupel after ``optimize(target="gpu")`` the context holds 2 streams and
+the code synchronises ``streams[11]``, a read past the array (a segmentation fault or "invalid device
+context" on the first call).
+
+:func:`install` wraps the function so that it returns at least one more than the largest stream and
+event number it assigned anywhere in the SDFG. It only ever raises counts: a state whose count was right
+gets the same streams as before; where a nested SDFG's count is raised, the nodes after it may get fresh
+stream numbers where DaCe reused one (more concurrency allowed, never less synchronisation, as every
+cross-stream edge still gets its event). Idempotent.
+"""
+
+from __future__ import annotations
+
+_MARK = "_sdfg_scan_counts_assigned"
+
+
+def _assigned(sdfg) -> tuple[int, int]:
+    """One more than the largest ``_cuda_stream`` on a node and ``_cuda_event`` on a memlet edge."""
+    streams = events = 0
+    for node, _ in sdfg.all_nodes_recursive():
+        s = getattr(node, "_cuda_stream", None)
+        if isinstance(s, int):
+            streams = max(streams, s + 1)
+    for edge, _ in sdfg.all_edges_recursive():
+        e = getattr(edge, "_cuda_event", None)
+        if isinstance(e, int):
+            events = max(events, e + 1)
+    return streams, events
+
+
+def install() -> None:
+    from dace.codegen.targets.cuda import CUDACodeGen
+
+    original = CUDACodeGen._compute_cudastreams
+    if getattr(original, _MARK, False):
+        return
+
+    def _compute_cudastreams(self, sdfg, default_stream=0, default_event=0):
+        streams, events = original(self, sdfg, default_stream, default_event)
+        if streams <= 0:   # max_concurrent_streams < 0: everything on the default stream
+            return streams, events
+        used_streams, used_events = _assigned(sdfg)
+        return max(streams, used_streams), max(events, used_events)
+
+    setattr(_compute_cudastreams, _MARK, True)
+    _compute_cudastreams.__wrapped__ = original  # type: ignore[attr-defined]  # DaCe without the fix (tests)
+    _compute_cudastreams.__doc__ = original.__doc__
+    CUDACodeGen._compute_cudastreams = _compute_cudastreams
+
+
+__all__ = ["install"]
