@@ -324,9 +324,9 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     report.scans_with_cells = _apply(sdfg, TAKE_CELLS, report)
     # 4a. results computed straight into the outputs they were copied to (the copies go)
     _apply(sdfg, WRITE_THROUGH, report, {"inplace": dict(inplace or {}), "assume_no_alias": assume_no_alias})
-    # 4b. copies left between cell-contiguous arrays walk the unit-stride dimension innermost
-    if target == "cpu":
-        _apply(sdfg, COPY_ORDER, report)
+    # 4b. copies left between cell-contiguous arrays walk the unit-stride dimension innermost (on the GPU:
+    # along the grid's x axis, coalesced, where DaCe's own copy kernel put the cells on y, capped at 65535)
+    _apply(sdfg, COPY_ORDER, report)
     # 4c. on the CPU: the top-level pointwise maps as vectorised loop nests (vector math, or under exact the
     # program's scalar libm calls per lane)
     if vectorize_maps and target == "cpu":
@@ -342,6 +342,7 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     # 5. select (nothing is expanded)
     if target == "gpu" and gpu_transform:
         sdfg.apply_gpu_transformations()
+        _apply(sdfg, COPY_ORDER, report)   # the transients are in GPU memory now: their copies too
     sdfg.validate()
     # without the GPU transformation (gt4py's hooks: gt4py moves the data later) a node whose data are still
     # in host memory is chosen for where it runs now; the caller selects again once the layout is final

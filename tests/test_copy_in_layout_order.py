@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 import dace
 import gt4py_shaped as gs
@@ -85,3 +86,54 @@ def test_refuses_a_copy_inside_a_nested_sdfg():
     st.add_edge(st.add_read("A"), None, ns, "A", dace.Memlet("A[0:N, 0:K]"))
     st.add_edge(ns, "B", st.add_write("B"), None, dace.Memlet("B[0:N, 0:K]"))
     _unchanged(outer)
+
+
+def _on_gpu(sdfg: dace.SDFG, *names: str) -> dace.SDFG:
+    for name in names:
+        sdfg.arrays[name].storage = dace.StorageType.GPU_Global
+    return sdfg
+
+
+def _top_level_args(text: str) -> list[str]:
+    """``a, f(b, c), d`` -> ``["a", "f(b, c)", "d"]``."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            out, cur = out + [cur.strip()], ""
+        else:
+            cur += ch
+    return out + [cur.strip()]
+
+
+def launch_grids(code: str) -> dict[str, list[str]]:
+    """``{kernel: [x, y, z]}``: the grid of every ``cudaLaunchKernel`` in generated CUDA code."""
+    grids = {}
+    for m in re.finditer(r"cudaLaunchKernel\(\(void\*\)(\w+), dim3\(", code):
+        depth, i = 1, m.end()
+        while depth:
+            depth += (code[i] == "(") - (code[i] == ")")
+            i += 1
+        grids[m.group(1)] = _top_level_args(code[m.end():i - 1])
+    return grids
+
+
+@pytest.mark.gpu
+def test_a_copy_between_gpu_arrays_is_a_kernel_with_the_cells_along_x(tmp_path):
+    """DaCe lowers a strided GPU copy itself to a kernel with the cells on the grid's y axis (CUDA caps it
+    at 65535: graupel did not launch at 81920 cells); here the cells run along x, coalesced."""
+    from conftest import cuda_code, nvcc_compile
+
+    sdfg = _on_gpu(_copy("cio_gpu", F, F), "A", "B")
+    assert sdfg.apply_transformations_repeated(CopyInLayoutOrder, validate=True) == 1
+    (entry,) = [n for n in sdfg.start_block.nodes() if isinstance(n, nodes.MapEntry)]
+    assert entry.map.schedule == dace.ScheduleType.GPU_Device and entry.map.params[-1] == "__cl0"
+    code = cuda_code(sdfg)
+    ((name, (x, y, _)),) = launch_grids(code).items()   # x: the cells (N), y: the levels
+    assert name.startswith("copy_A_to_B_in_layout_order") and "N" in x and "N" not in y and "K" in y, (x, y)
+    nvcc_compile(code, tmp_path)
+
+
+def test_refuses_a_copy_between_host_and_gpu_memory():
+    _unchanged(_on_gpu(_copy("cio_mixed", F, F), "B"))
+    _unchanged(_on_gpu(_copy("cio_mixed_in", F, F), "A"))

@@ -141,15 +141,24 @@ def test_optimize_for_gpu_keeps_nodes_and_generates_a_kernel(form, tmp_path):
 @pytest.mark.gpu
 @pytest.mark.long
 def test_dynamic_graupel_for_gpu_names_only_streams_its_context_has():
-    """graupel_run_dyn after ``optimize(target="gpu")``: DaCe 2.0.0a10 sized its CUDA context for 2 streams
-    while the code used 12 (a segmentation fault on the first call on an H200); ``sdfg_scan.dace_fixes``
-    counts every stream and event the generated code names."""
+    """graupel_run_dyn after ``optimize(target="gpu")``, as it ran on an H200 (``benchmarks/gpu_icon4py.py``):
+
+    - DaCe 2.0.0a10 sized its CUDA context for 2 streams while the code used 12 (a segmentation fault on
+      the first call); ``sdfg_scan.dace_fixes`` counts every stream and event the generated code names;
+    - DaCe's own kernels for the strided copies into ``q_out_0``/``q_out_1`` put the cells on the grid's y
+      axis (capped at 65535: no launch at 81920 cells); ``CopyInLayoutOrder`` now writes every such copy
+      (and the two parts of ``t_kp1``) as a kernel with the cells along x, so no launch puts them on y."""
     from conftest import streams_within_context
+    from test_copy_in_layout_order import launch_grids
 
     sdfg = _on_device(fx.load("graupel_run_dyn.opt_nohooks"))
-    sdfg_scan.optimize(sdfg, target="gpu")
-    ctx, streams, events = streams_within_context("\n".join(o.clean_code for o in sdfg.generate_code()))
+    report = sdfg_scan.optimize(sdfg, target="gpu")
+    assert report.applied["CopyInLayoutOrder"] == 4
+    code = "\n".join(o.clean_code for o in sdfg.generate_code())
+    ctx, streams, events = streams_within_context(code)
     assert streams > 2 and ctx[0] >= streams and ctx[1] >= events, (ctx, streams, events)
+    grids = launch_grids(code)
+    assert len(grids) >= 5 and all("horizontal" not in y for _, y, _ in grids.values()), grids
 
 
 @pytest.mark.gpu

@@ -5,6 +5,11 @@ DaCe writes a copy it cannot ``memcpy`` as a loop nest over the copied box in di
 dimension runs innermost. On icon4py's cell-contiguous (``[Cell, K]``, strides ``(1, ncells)``) fields that
 walks memory with a stride of one column per element: gt4py's copies of results into outputs and of
 ``concat_where`` parts ran 5-9x slower than streaming on graupel (20480 x 65).
+
+Between two GPU global arrays the map is a ``GPU_Device`` kernel whose innermost parameter (the unit-stride
+dimension) runs along the grid's x axis: coalesced, and without a limit that matters. DaCe 2.0.0a10 lowers
+such a copy itself to a kernel with the cells on the grid's y axis, which CUDA caps at 65535: graupel after
+``optimize(target="gpu")`` did not launch at 81920 cells.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from dace.sdfg import utils as sdutil
 from dace.transformation import transformation as xf
 
 HOST = (dtypes.StorageType.Default, dtypes.StorageType.CPU_Heap)
+DEVICE = (dtypes.StorageType.GPU_Global,)
 
 
 class Refuse(Exception):
@@ -56,8 +62,9 @@ class CopyInLayoutOrder(xf.SingleStateTransformation):
                                                           O[d0+j0, d1+j1] = T[s0+j0, s1+j1]
 
     A copy moves the same values whatever the order: bitwise the original. Checks (``can_be_applied``):
-    both ends are access nodes of distinct host arrays (no views) of one dtype and rank, in the top-level
-    SDFG outside any map;
+    both ends are access nodes of distinct arrays (no views) of one dtype and rank, both in host memory or
+    both in GPU global memory (the map is then a ``GPU_Device`` kernel), in the top-level SDFG outside any
+    map;
     one edge without write-conflict resolution copies boxes of equal extents with unit steps; the
     destination (else the source) has exactly one dimension of stride 1, and it is not the last one
     (there DaCe's own loop order is already right); not a whole-array copy between arrays of identical
@@ -77,9 +84,10 @@ class CopyInLayoutOrder(xf.SingleStateTransformation):
         if sdfg.parent_nsdfg_node is not None or sd[a] is not None or sd[b] is not None:
             raise Refuse("inside a map or a nested SDFG (runs once per iteration of something)")
         da, db = sdfg.arrays[a.data], sdfg.arrays[b.data]
-        for d in (da, db):
-            if type(d) is not dace.data.Array or d.storage not in HOST:
-                raise Refuse("not a host array")
+        if type(da) is not dace.data.Array or type(db) is not dace.data.Array:
+            raise Refuse("not an array (a view, a scalar, a stream)")
+        if not (da.storage in HOST and db.storage in HOST or da.storage in DEVICE and db.storage in DEVICE):
+            raise Refuse(f"not two host arrays nor two GPU global arrays ({da.storage.name} -> {db.storage.name})")
         if a.data == b.data or da.dtype != db.dtype or len(da.shape) != len(db.shape) or len(da.shape) < 2:
             raise Refuse("not a copy between two arrays of one dtype and rank (2 or more)")
         edges = state.edges_between(a, b)
@@ -123,11 +131,13 @@ class CopyInLayoutOrder(xf.SingleStateTransformation):
         def index(box) -> str:
             return ", ".join(f"{symbolic.symstr(lo)} + __cl{d}" for d, (lo, _) in enumerate(box))
 
+        on_gpu = sdfg.arrays[a.data].storage in DEVICE
         graph.remove_edge(e)
         graph.add_mapped_tasklet(f"copy_{a.data}_to_{b.data}_in_layout_order", params,
                                  {"__inp": dace.Memlet(f"{a.data}[{index(sbox)}]")}, "__out = __inp",
                                  {"__out": dace.Memlet(f"{b.data}[{index(dbox)}]")}, external_edges=True,
-                                 input_nodes={a.data: a}, output_nodes={b.data: b})
+                                 input_nodes={a.data: a}, output_nodes={b.data: b},
+                                 schedule=dtypes.ScheduleType.GPU_Device if on_gpu else dtypes.ScheduleType.Default)
 
 
 __all__ = ["CopyInLayoutOrder"]
