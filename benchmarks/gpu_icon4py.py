@@ -207,15 +207,14 @@ def _compare(got: np.ndarray, want: np.ndarray) -> dict:
             "max_rel": float(rel.max()) if rel.size else 0.0, "beyond_rtol": beyond, "new_nan_inf": new_bad}
 
 
-def _check(name: str, meta: dict, data: Path, sdfgs: dict, progs: dict, cp) -> list[str]:
+def _check(name: str, meta: dict, data: Path, inputs: dict, sdfgs: dict, progs: dict, cp) -> list[str]:
     """Each GPU build at the prepared size against the CPU build; the failures."""
-    inputs = dict(np.load(data / "inputs.npz"))
     want = dict(np.load(data / "cpu_outputs.npz"))
     got: dict[str, dict] = {}
     failures = []
     for v, prog in progs.items():
         kw = _arguments(sdfgs[v], meta, inputs, meta["check_cells"])
-        aliases = {id(a): "=".join(k for k in sorted(kw) if kw[k] is a) for a in _buffers(kw).values()}
+        labels = {k: "=".join(n for n in sorted(kw) if kw[n] is a) for k, a in _buffers(kw).items()}
         runs = []
         for _ in range(2):
             dev = _to_device(kw, cp)
@@ -231,7 +230,7 @@ def _check(name: str, meta: dict, data: Path, sdfgs: dict, progs: dict, cp) -> l
         print(f"  {'output':<28} {'bitwise':>8} {'max rel':>10} {'> rtol 1e-6':>12} {'max/scale':>10} "
               f"{'new NaN/Inf':>12}")
         for k in sorted(runs[0]):
-            label = aliases[id(_buffers(kw)[k])]
+            label = labels[k]
             if k not in want:
                 if not np.array_equal(_bits(runs[0][k]), _bits(inputs[k])):
                     failures.append(f"{name} {v}: '{label}' changed on the GPU but not on the CPU")
@@ -325,9 +324,9 @@ def run(args) -> int:
         print(f"\n== {p}: sdfg_scan {meta['ours']}")
         sdfgs = {v: dace.SDFG.from_file(paths[p, v]) for v in VARIANTS}
         progs = {v: load_or_compile(s) for v, s in sdfgs.items()}
-        failures += _check(p, meta, data, sdfgs, progs, cp)
-        sizes = [int(x) for x in args.ncells.split(",") if x]
         inputs = dict(np.load(data / "inputs.npz"))
+        failures += _check(p, meta, data, inputs, sdfgs, progs, cp)
+        sizes = [int(x) for x in args.ncells.split(",") if x]
         tables.append((p, meta["nlev"], _time(p, meta, inputs, sdfgs, progs, sizes, args.repeats, cp)))
     print(f"\n| program | cells x levels | {LABELS['base']} | {LABELS['ours']} | speed-up |")
     print("|---|---|---|---|---|")

@@ -10,11 +10,9 @@ streams than its nodes use: on graupel after ``optimize(target="gpu")`` the cont
 the code synchronises ``streams[11]``, a read past the array (a segmentation fault or "invalid device
 context" on the first call).
 
-:func:`install` wraps the function so that it returns at least one more than the largest stream and
-event number it assigned anywhere in the SDFG. It only ever raises counts: a state whose count was right
-gets the same streams as before; where a nested SDFG's count is raised, the nodes after it may get fresh
-stream numbers where DaCe reused one (more concurrency allowed, never less synchronisation, as every
-cross-stream edge still gets its event). Idempotent.
+:func:`install` wraps the function so that, for the top-level SDFG (the count the context is created
+with), it returns at least one more than the largest stream and event number assigned anywhere in the
+program. It only ever raises that count and leaves every stream assignment as DaCe made it. Idempotent.
 """
 
 from __future__ import annotations
@@ -45,7 +43,8 @@ def install() -> None:
 
     def _compute_cudastreams(self, sdfg, default_stream=0, default_event=0):
         streams, events = original(self, sdfg, default_stream, default_event)
-        if streams <= 0:   # max_concurrent_streams < 0: everything on the default stream
+        # nested SDFGs (the recursion) keep DaCe's counts; max_concurrent_streams < 0: the default stream only
+        if sdfg.parent_nsdfg_node is not None or streams <= 0:
             return streams, events
         used_streams, used_events = _assigned(sdfg)
         return max(streams, used_streams), max(events, used_events)

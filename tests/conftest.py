@@ -73,6 +73,30 @@ def streams_within_context(code: str) -> tuple[tuple[int, int], int, int]:
     return ctx, used_s, used_e
 
 
+def top_level_args(text: str) -> list[str]:
+    """``a, f(b, c), d`` -> ``["a", "f(b, c)", "d"]``."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += (ch == "(") - (ch == ")")
+        if ch == "," and depth == 0:
+            out, cur = out + [cur.strip()], ""
+        else:
+            cur += ch
+    return out + [cur.strip()]
+
+
+def launch_grids(code: str) -> dict[str, list[str]]:
+    """``{kernel: [x, y, z]}``: the grid of every ``cudaLaunchKernel`` in generated CUDA code."""
+    grids = {}
+    for m in re.finditer(r"cudaLaunchKernel\(\(void\*\)(\w+), dim3\(", code):
+        depth, i = 1, m.end()
+        while depth:
+            depth += (code[i] == "(") - (code[i] == ")")
+            i += 1
+        grids[m.group(1)] = top_level_args(code[m.end():i - 1])
+    return grids
+
+
 def cuda_code(sdfg: dace.SDFG) -> str:
     """The ``.cu`` translation unit DaCe generates for an SDFG after the GPU transformation."""
     objs = [o for o in sdfg.generate_code() if o.language == "cu"]

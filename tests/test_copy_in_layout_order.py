@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 
 import dace
 import gt4py_shaped as gs
@@ -94,35 +93,11 @@ def _on_gpu(sdfg: dace.SDFG, *names: str) -> dace.SDFG:
     return sdfg
 
 
-def _top_level_args(text: str) -> list[str]:
-    """``a, f(b, c), d`` -> ``["a", "f(b, c)", "d"]``."""
-    out, depth, cur = [], 0, ""
-    for ch in text:
-        depth += (ch == "(") - (ch == ")")
-        if ch == "," and depth == 0:
-            out, cur = out + [cur.strip()], ""
-        else:
-            cur += ch
-    return out + [cur.strip()]
-
-
-def launch_grids(code: str) -> dict[str, list[str]]:
-    """``{kernel: [x, y, z]}``: the grid of every ``cudaLaunchKernel`` in generated CUDA code."""
-    grids = {}
-    for m in re.finditer(r"cudaLaunchKernel\(\(void\*\)(\w+), dim3\(", code):
-        depth, i = 1, m.end()
-        while depth:
-            depth += (code[i] == "(") - (code[i] == ")")
-            i += 1
-        grids[m.group(1)] = _top_level_args(code[m.end():i - 1])
-    return grids
-
-
 @pytest.mark.gpu
 def test_a_copy_between_gpu_arrays_is_a_kernel_with_the_cells_along_x(tmp_path):
     """DaCe lowers a strided GPU copy itself to a kernel with the cells on the grid's y axis (CUDA caps it
     at 65535: graupel did not launch at 81920 cells); here the cells run along x, coalesced."""
-    from conftest import cuda_code, nvcc_compile
+    from conftest import cuda_code, launch_grids, nvcc_compile
 
     sdfg = _on_gpu(_copy("cio_gpu", F, F), "A", "B")
     assert sdfg.apply_transformations_repeated(CopyInLayoutOrder, validate=True) == 1

@@ -144,12 +144,14 @@ def test_dynamic_graupel_for_gpu_names_only_streams_its_context_has():
     """graupel_run_dyn after ``optimize(target="gpu")``, as it ran on an H200 (``benchmarks/gpu_icon4py.py``):
 
     - DaCe 2.0.0a10 sized its CUDA context for 2 streams while the code used 12 (a segmentation fault on
-      the first call); ``sdfg_scan.dace_fixes`` counts every stream and event the generated code names;
+      the first call), through the nested SDFGs of DaCe's copies below; ``sdfg_scan.dace_fixes`` counts every
+      stream and event the generated code names (since those copies are ``CopyInLayoutOrder`` kernels, DaCe's
+      own count is right here too: ``test_the_cuda_context_holds_every_stream_the_code_uses`` keeps the
+      defect under test);
     - DaCe's own kernels for the strided copies into ``q_out_0``/``q_out_1`` put the cells on the grid's y
       axis (capped at 65535: no launch at 81920 cells); ``CopyInLayoutOrder`` now writes every such copy
       (and the two parts of ``t_kp1``) as a kernel with the cells along x, so no launch puts them on y."""
-    from conftest import streams_within_context
-    from test_copy_in_layout_order import launch_grids
+    from conftest import launch_grids, streams_within_context
 
     sdfg = _on_device(fx.load("graupel_run_dyn.opt_nohooks"))
     report = sdfg_scan.optimize(sdfg, target="gpu")
