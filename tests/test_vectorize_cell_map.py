@@ -388,6 +388,17 @@ def test_vector_math_whatever_the_tasklets_types():
     np.testing.assert_allclose(g, np.exp(f), rtol=1e-6)
 
 
+def _vectorized_copy(prog, suffix: str, **options):
+    """``prog``'s SDFG, a copy with its one map vectorised (``vectorize_cell_maps(**options)``), the copy's
+    generated code and its cell loop onwards."""
+    base = prog.to_sdfg(simplify=True)
+    vec = copy.deepcopy(base)
+    vec.name = base.name + suffix
+    assert vectorize_cell_maps(vec, **options) == 1
+    code = "\n".join(o.clean_code for o in copy.deepcopy(vec).generate_code())
+    return base, vec, code, code[code.index("#pragma omp simd"):]
+
+
 @pytest.mark.parametrize("prog", [_pointwise, _powers, _compares, _first_arm_keeps, _middle_arm_keeps,
                                   _nested_arm_keeps])
 def test_exact_form_is_bitwise_the_map(prog):
@@ -397,12 +408,7 @@ def test_exact_form_is_bitwise_the_map(prog):
     ``pow`` included, and the cell loop vectorised (it calls the clones)."""
     from disassembly import map_calls, scalar_math_in_map_loops
 
-    base = prog.to_sdfg(simplify=True)
-    vec = copy.deepcopy(base)
-    vec.name = base.name + "_exact_vectorized"
-    assert vectorize_cell_maps(vec, exact=True) == 1
-    code = "\n".join(o.clean_code for o in copy.deepcopy(vec).generate_code())
-    loop = code[code.index("#pragma omp simd"):]
+    base, vec, code, loop = _vectorized_copy(prog, "_exact_vectorized", exact=True)
     assert "_sdfg_scan_v" not in loop and "_ZGV" not in code   # no vector math (libmvec) anywhere
     cbase, cvec = _strict_build(base), _strict_build(vec)
     calls = set().union(*map_calls(cvec._lib._library_filename).values())
@@ -430,3 +436,55 @@ def test_exact_form_is_bitwise_the_map(prog):
         cvec(**got, K=k, N=n)
     for a in args:
         assert np.array_equal(args[a].view(np.uint8), got[a].view(np.uint8)), a
+
+
+def test_accurate_pow_form_keeps_glibcs_pow():
+    """``VectorizeCellMap(accurate_pow=True)`` (replay): every ``pow`` through ``vector_pow``'s accurate simd
+    clone. Against the original map under the same IEEE-strict flags (glibc's scalar ``pow``): the same
+    value on at least 99.5 % of the entries and never more than 1 ulp away, the same NaN/Inf and signs on
+    special bases (zeros, infinities, NaN, negative bases with integral exponents); the cell loop
+    vectorised (it calls the clone, never the scalar function)."""
+    from disassembly import map_calls, scalar_math_in_map_loops
+
+    base, vec, _, loop = _vectorized_copy(_powers, "_accurate_pow", accurate_pow=True)
+    assert "_sdfg_scan_apow(" in loop and "_sdfg_scan_vpow(" not in loop
+    cbase, cvec = _strict_build(base), _strict_build(vec)
+    calls = set().union(*map_calls(cvec._lib._library_filename).values())
+    if "avx512f" in open("/proc/cpuinfo").read():   # (the machine the README's numbers come from)
+        assert not scalar_math_in_map_loops(cvec._lib._library_filename)
+        assert any(c.startswith("_ZGV") and "_sdfg_scan_apow" in c for c in calls), calls
+    rng = np.random.default_rng(23)
+    k, n = 4, 1001
+    a = np.exp(rng.uniform(-20.0, 20.0, (k, n)))
+    a[0, :12] = [0.0, -0.0, -2.0, 1.0, np.inf, -np.inf, np.nan, 1e-310, 1e300, -3.0, 0.5, -0.5]
+    e = rng.uniform(-4.0, 4.0, (k, n))
+    e[1, :12] = [0.0, 3.0, -3.0, 2.0, np.inf, -np.inf, np.nan, 0.5, -1.0, 1.0, 7.0, -2.0]
+    outs = []
+    for c in (cbase, cvec):
+        o = {f"o{j}": np.zeros((k, n)) for j in range(8)}
+        c(a=a.copy(), e=e.copy(), **o, K=k, N=n)
+        outs.append(o)
+    for name in outs[0]:
+        x, y = outs[0][name], outs[1][name]
+        assert np.array_equal(np.isnan(x), np.isnan(y)) and np.array_equal(np.isinf(x), np.isinf(y)), name
+        num = ~np.isnan(x)   # (a NaN's sign carries nothing: glibc's pow(-2, 1.5) is -NaN)
+        assert np.array_equal(np.signbit(x[num]), np.signbit(y[num])), name
+        fin = np.isfinite(x) & (x != 0.0)
+        assert np.all(np.abs(y[fin] - x[fin]) <= np.spacing(np.abs(x[fin]))), name   # at most 1 ulp
+        assert np.mean(x[fin] == y[fin]) >= 0.995, name
+
+
+def test_exact_and_accurate_pow_together_are_refused():
+    """The exact form keeps the program's scalar ``pow``; ``accurate_pow`` is a replay option: asked for
+    both, the transformation does not apply (SDFG unchanged) and ``vectorize_cell_maps`` says why."""
+    sdfg = _powers.to_sdfg(simplify=True)
+    before = copy.deepcopy(sdfg.to_json())
+    state = next(s for s in sdfg.states() if any(isinstance(n, dace.nodes.MapEntry) for n in s.nodes()))
+    entry = next(n for n in state.nodes() if isinstance(n, dace.nodes.MapEntry))
+    xform = VectorizeCellMap()
+    xform.exact, xform.accurate_pow = True, True
+    xform.setup_match(sdfg, state.parent_graph.cfg_id, state.block_id, {VectorizeCellMap.map_entry: state.node_id(entry)}, 0)
+    assert not xform.can_be_applied(state, 0, sdfg)
+    with pytest.raises(ValueError, match="exact=True keeps the program's scalar pow"):
+        vectorize_cell_maps(sdfg, exact=True, accurate_pow=True)
+    assert sdfg.to_json() == before

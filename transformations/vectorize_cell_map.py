@@ -45,7 +45,15 @@ from dace.sdfg.utils import dfs_topological_sort
 from dace.transformation import transformation as xf
 
 from sdfg_scan.expansions import scan_blocked_codegen as codegen
-from sdfg_scan.expansions.scan_blocked import BLOCK, SCALAR_LANE_MATH, VECTOR_MATH, ScalarLaneLoops, VectorMath
+from sdfg_scan.expansions.scan_blocked import (
+    ACCURATE_POW_MATH,
+    BLOCK,
+    SCALAR_LANE_MATH,
+    VECTOR_MATH,
+    AccurateVectorMath,
+    ScalarLaneLoops,
+    VectorMath,
+)
 from sdfg_scan.expansions.scan_blocked_codegen import LANE, BodyWriter, Ref, Scope, Unsupported, Writer
 
 SCHEDULES = (dtypes.ScheduleType.Default, dtypes.ScheduleType.CPU_Multicore)
@@ -73,9 +81,10 @@ def _outer_data(state: dace.SDFGState, entry: nodes.MapEntry) -> tuple[set[str],
 
 
 def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
-               block: int = BLOCK, exact: bool = False) -> tuple[str, dict, dict]:
+               block: int = BLOCK, exact: bool = False, accurate_pow: bool = False) -> tuple[str, dict, dict]:
     """The C++ of the vectorised loop nest, its input and output connectors (``name -> type``);
-    ``exact``: ``exp``/``log``/``pow`` stay the program's scalar calls, one per lane."""
+    ``exact``: ``exp``/``log``/``pow`` stay the program's scalar calls, one per lane; ``accurate_pow``
+    (replay): ``pow`` is ``vector_pow``'s accurate one (``_sdfg_scan_apow``)."""
     m = entry.map
     if state.entry_node(entry) is not None or state.sdfg.parent_nsdfg_node is not None:
         raise Unsupported(f"map '{m.label}' is not a top-level scope of the program")
@@ -184,7 +193,11 @@ def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
     code += codegen.versioned(tasks, unit)
     text = "\n".join(code)
     # exact: every exp/log/pow of the loop (tasklets, conditions, symbols) through the per-lane scalar calls
-    return (codegen.vector_math(text, exact=True) if exact else text), ins, outs
+    if exact:
+        return codegen.vector_math(text, exact=True), ins, outs
+    if accurate_pow:
+        text = text.replace(codegen.VECTOR_FUNCTIONS["pow"] + "(", "_sdfg_scan_apow(")
+    return text, ins, outs
 
 
 def _move(bw: BodyWriter, scope: Scope, memlet: dace.Memlet, src: str, dst: str, into: bool) -> None:
@@ -224,12 +237,17 @@ class VectorizeCellMap(xf.SingleStateTransformation):
     exact = Property(dtype=bool, default=False,
                      desc="Exact: IEEE arithmetic in vectors, exp/log/pow the program's scalar calls per lane "
                           "(bitwise the map under the same IEEE-strict flags); otherwise replay (vector math)")
+    accurate_pow = Property(dtype=bool, default=False,
+                            desc="Replay with sdfg_scan.expansions.vector_pow's accurate pow (glibc's value on all "
+                                 "but about 1 in 1000 arguments) instead of exp(y log x) and libmvec; slower")
 
     @classmethod
     def expressions(cls):
         return [dace.sdfg.utils.node_path_graph(cls.map_entry)]
 
     def can_be_applied(self, graph, expr_index, sdfg, permissive=False) -> bool:
+        if self.exact and self.accurate_pow:
+            return False   # two different math libraries asked for
         try:
             map_kernel(sdfg, graph, self.map_entry, exact=self.exact)
         except Unsupported:
@@ -239,16 +257,17 @@ class VectorizeCellMap(xf.SingleStateTransformation):
     def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG):
         entry = self.map_entry
         exit_ = graph.exit_node(entry)
-        code, ins, outs = map_kernel(sdfg, graph, entry, exact=self.exact)
+        code, ins, outs = map_kernel(sdfg, graph, entry, exact=self.exact, accurate_pow=self.accurate_pow)
         srcs = {e.src.data: e.src for e in graph.in_edges(entry) if e.data.data is not None}
         dsts = {e.dst.data: e.dst for e in graph.out_edges(exit_) if e.data.data is not None}
         deps = [e.src for e in graph.in_edges(entry) if e.data.data is None]
         after = [e.dst for e in graph.out_edges(exit_) if e.data.data is None]
         glob, call = _as_function(sdfg, f"{entry.map.label}_{sdfg.cfg_id}_{graph.block_id}", code, ins, outs)
         t = graph.add_tasklet(f"{entry.map.label}_vectorized", ins, outs, call, language=dtypes.Language.CPP,
-                              code_global=(SCALAR_LANE_MATH if self.exact else VECTOR_MATH) + glob)
+                              code_global=(SCALAR_LANE_MATH if self.exact else
+                                           (ACCURATE_POW_MATH if self.accurate_pow else "") + VECTOR_MATH) + glob)
         # libmvec and the flags GCC needs to vectorise the loop (not only where a blocked_simd node brings them)
-        env = ScalarLaneLoops if self.exact else VectorMath
+        env = ScalarLaneLoops if self.exact else AccurateVectorMath if self.accurate_pow else VectorMath
         t.environments = {env.full_class_path()}  # type: ignore[attr-defined]  # by @dace.library.environment
         for node in graph.scope_subgraph(entry, include_entry=True, include_exit=True).nodes():
             graph.remove_node(node)
@@ -272,9 +291,12 @@ def _cell_dims(subset, cell: str) -> list[int]:
             if cell in {str(f) for f in dace.symbolic.pystr_to_symbolic(str(r[0])).free_symbols}]
 
 
-def vectorize_cell_maps(sdfg: dace.SDFG, exact: bool = False) -> int:
-    """Apply :class:`VectorizeCellMap` (``exact``: its exact form) to every top-level map of ``sdfg`` it
-    applies to; the count."""
+def vectorize_cell_maps(sdfg: dace.SDFG, exact: bool = False, accurate_pow: bool = False) -> int:
+    """Apply :class:`VectorizeCellMap` (``exact``: its exact form; ``accurate_pow``: its replay form with the
+    accurate ``pow``) to every top-level map of ``sdfg`` it applies to; the count."""
+    if exact and accurate_pow:
+        raise ValueError("vectorize_cell_maps: exact=True keeps the program's scalar pow; accurate_pow=True is a "
+                         "replay option (vector_pow's pow); pass one of them")
     count = 0
     for state in list(sdfg.states()):
         for n in list(state.nodes()):
@@ -282,6 +304,7 @@ def vectorize_cell_maps(sdfg: dace.SDFG, exact: bool = False) -> int:
                 continue
             xform = VectorizeCellMap()
             xform.exact = exact
+            xform.accurate_pow = accurate_pow
             xform.setup_match(sdfg, state.parent_graph.cfg_id, state.block_id,
                               {VectorizeCellMap.map_entry: state.node_id(n)}, 0)
             if xform.can_be_applied(state, 0, sdfg):

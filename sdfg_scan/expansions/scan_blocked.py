@@ -44,7 +44,7 @@ from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfg_scan.cost import CELL_OUTER_SECONDS, efficiency_of, stream_seconds
-from sdfg_scan.expansions import declare
+from sdfg_scan.expansions import declare, vector_pow
 from sdfg_scan.expansions import scan_blocked_codegen as codegen
 from sdfg_scan.expansions.environments import LIBM_HEADER, ExactArithmetic, libm_flags
 from sdfg_scan.expansions.scan_blocked_codegen import LANE, BodyWriter, Ref, Scope, Unsupported, Writer, storage_type
@@ -113,6 +113,21 @@ template <typename T> static inline auto _sdfg_scan_vlog(T x) { return dace::mat
 template <typename A, typename B> static inline auto _sdfg_scan_vpow(A x, B y) { return dace::math::pow(x, y); }
 #endif
 """ + QUIET_COMPARE
+
+ACCURATE_POW_MATH = vector_pow.source() + """
+#ifndef SDFG_SCAN_ACCURATE_POW_CLONE
+#define SDFG_SCAN_ACCURATE_POW_CLONE
+// VectorizeCellMap(accurate_pow=True): pow as sdfg_scan.expansions.vector_pow's accurate pow (glibc's scalar
+// value on all but about 1 in 1000 arguments, 1 ulp off there), where libmvec's pow and exp(y log x) differ
+// on a large share. One simd clone, called like a libmvec function (inlined at graupel's 25 call sites it
+// would pass GCC's function growth limit, which then leaves DaCe's min/max calls and the loop scalar);
+// noexcept and const: no exception edge, no memory effect
+#pragma omp declare simd notinbranch
+__attribute__((noinline, const)) static double _sdfg_scan_apow(double x, double y) noexcept {
+    return _sdfg_scan_pow_acc(x, y); }
+template <typename A, typename B> static inline auto _sdfg_scan_apow(A x, B y) { return dace::math::pow(x, y); }
+#endif
+"""
 
 SCALAR_LANE_MATH = """
 #ifndef SDFG_SCAN_SCALAR_LANE_MATH
@@ -196,6 +211,15 @@ class VectorMath:
     init_code = ""
     finalize_code = ""
     dependencies: list[type] = []
+
+
+@dace.library.environment
+class AccurateVectorMath(VectorMath):
+    """:class:`VectorMath` with ``-fno-tree-sink`` for ``VectorizeCellMap(accurate_pow=True)``: GCC sinks a
+    call that one if-converted branch uses into that branch (the accurate ``pow`` is a simd clone's call,
+    not a builtin), and a call under a branch keeps the loop scalar. No flag changes a value."""
+
+    cmake_compile_flags = LOOP_FLAGS + ["-fno-tree-sink"] + libm_flags()
 
 
 @dace.library.environment
@@ -517,5 +541,5 @@ class ExpandScanBlockedKCached(_BlockedExpansion):
     kcached = True
 
 
-__all__ = ["BLOCK", "SCALAR_LANE_MATH", "VECTOR_MATH", "ExpandScanBlocked", "ExpandScanBlockedKCached",
+__all__ = ["ACCURATE_POW_MATH", "BLOCK", "SCALAR_LANE_MATH", "VECTOR_MATH", "AccurateVectorMath", "ExpandScanBlocked", "ExpandScanBlockedKCached",
            "ExpandScanBlockedSIMD", "ScalarLaneLoops", "VectorMath", "check", "kernel"]
