@@ -198,7 +198,7 @@ class ExpandStage:
     None to read it from the SDFG, :func:`horizontal_unit_stride`) this stage makes it first
     (:func:`final_strides`), then selects and expands. ``AfterToGPU`` runs after it already.
     ``vectorize_maps`` (CPU): ``VectorizeCellMap`` on the top-level pointwise maps first (its exact form under
-    ``exact``), as ``optimize(..., vectorize_maps=True)`` does."""
+    ``exact``, the accurate ``pow`` under ``replay``), as ``optimize(..., vectorize_maps=True)`` does."""
 
     target: str
     reproducibility: str
@@ -217,7 +217,8 @@ class ExpandStage:
             from sdfg_scan.transformations.vectorize_cell_map import vectorize_cell_maps
 
             # where the strides are final (the kernels index through them)
-            vectorize_cell_maps(sdfg, exact=self.reproducibility == "exact")
+            vectorize_cell_maps(sdfg, exact=self.reproducibility == "exact",
+                                accurate_pow=self.reproducibility == "replay")
         if self.target == "cpu":   # the strides are final: gt4py's copies walk the unit-stride dimension innermost
             from sdfg_scan.transformations.copy_in_layout_order import CopyInLayoutOrder
 

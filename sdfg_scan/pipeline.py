@@ -261,7 +261,9 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         the output) then checks the order of accesses only for the ``inplace`` pairs; with False (gt4py's
         hooks: callers may pass one buffer twice) for every non-transient array.
     :param vectorize_maps: on the CPU, apply ``VectorizeCellMap`` to the top-level pointwise maps
-        (opt-in): under ``replay``/``approx`` with vector math (libmvec), under ``exact`` in its exact form
+        (opt-in): under ``approx`` with vector math (libmvec, ``pow`` as ``exp(y log x)``), under ``replay``
+        with libmvec's ``exp``/``log`` and the accurate ``pow`` of :mod:`sdfg_scan.expansions.vector_pow`
+        (within the replay contract on graupel; the fast ``pow`` was not), under ``exact`` in its exact form
         (the arithmetic in vectors, every ``exp``/``log``/``pow`` the program's scalar call per lane:
         bitwise the program under the same IEEE-strict flags; README).
     """
@@ -327,12 +329,13 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     # 4b. copies left between cell-contiguous arrays walk the unit-stride dimension innermost (on the GPU:
     # along the grid's x axis, coalesced, where DaCe's own copy kernel put the cells on y, capped at 65535)
     _apply(sdfg, COPY_ORDER, report)
-    # 4c. on the CPU: the top-level pointwise maps as vectorised loop nests (vector math, or under exact the
-    # program's scalar libm calls per lane)
+    # 4c. on the CPU: the top-level pointwise maps as vectorised loop nests (vector math, with the accurate
+    # pow under replay; under exact the program's scalar libm calls per lane)
     if vectorize_maps and target == "cpu":
         from sdfg_scan.transformations.vectorize_cell_map import vectorize_cell_maps
 
-        report.maps_vectorized = vectorize_cell_maps(sdfg, exact=reproducibility == "exact")
+        report.maps_vectorized = vectorize_cell_maps(sdfg, exact=reproducibility == "exact",
+                                                     accurate_pow=reproducibility == "replay")
         report.applied["VectorizeCellMap"] = report.maps_vectorized
     # 4d. transients allocated once, not on every call
     if persistent_transients:

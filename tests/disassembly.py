@@ -10,16 +10,24 @@ SCALAR_MATH = re.compile(r"((__)?(exp|log|pow)(_finite)?@|_ZL\d+_sdfg_scan_(x(ex
 accurate ``pow`` (``VectorizeCellMap(accurate_pow=True)``) outside its simd clone."""
 
 
-def map_calls(library: str) -> dict[str, set[str]]:
-    """``{function: symbols it calls}`` for ``VectorizeCellMap``'s functions (``_sdfg_scan_map_*`` and their
+def _map_bodies(library: str) -> dict[str, str]:
+    """``{function: its disassembly}`` for ``VectorizeCellMap``'s functions (``_sdfg_scan_map_*`` and their
     OpenMP bodies) in the shared library ``library``."""
     text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", library], capture_output=True, text=True,
                           check=True).stdout
-    out = {}
-    for name, body in re.findall(r"^[0-9a-f]+ <([^>]+)>:\n(.*?)(?=^[0-9a-f]+ <|\Z)", text, re.S | re.M):
-        if "_sdfg_scan_map_" in name:
-            out[name] = set(re.findall(r"call\s+\S+\s+<([^>]+)>", body))
-    return out
+    return {name: body for name, body in re.findall(r"^[0-9a-f]+ <([^>]+)>:\n(.*?)(?=^[0-9a-f]+ <|\Z)", text,
+                                                    re.S | re.M) if "_sdfg_scan_map_" in name}
+
+
+def map_calls(library: str) -> dict[str, set[str]]:
+    """``{function: symbols it calls}`` for ``VectorizeCellMap``'s functions."""
+    return {name: set(re.findall(r"call\s+\S+\s+<([^>]+)>", body)) for name, body in _map_bodies(library).items()}
+
+
+def map_gathers(library: str) -> int:
+    """How many vector gather instructions ``VectorizeCellMap``'s functions hold (the accurate ``pow``'s
+    table loads in a vectorised cell loop; a scalar loop loads one entry at a time)."""
+    return sum(len(re.findall(r"\bvgather[dq]pd\b", body)) for body in _map_bodies(library).values())
 
 
 def scalar_math_in_map_loops(library: str) -> list[str]:

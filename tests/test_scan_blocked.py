@@ -114,19 +114,24 @@ def test_graupel_exact_vectorised_maps_are_bitwise_the_original():
 def test_graupel_replay_within_the_contract(vectorize_maps):
     """``graupel_run_dyn`` with ``blocked_simd`` (vector ``pow``/``exp`` in the scan): within rtol 1e-6 on
     at least 99.9 % of every float output's entries, no new NaN/Inf, the same booleans, against the
-    IEEE-strict original (issue 9's replay contract). With its pointwise maps vectorised too, the
-    precipitation map's vector ``pow`` moves the residuals of cancellations (``q - dq`` where the strict
-    build leaves ~1e-19 on q ~1e-3): those entries break the relative bound, so that form is held to
-    rtol 1e-6 or an absolute 1e-12 of the output's largest magnitude instead (README: outside the contract)."""
+    IEEE-strict original (issue 9's replay contract). With its pointwise maps vectorised too
+    (``vectorize_maps=True``: the accurate ``pow`` of ``vector_pow`` under replay) the same contract holds;
+    with the fast ``pow`` it did not (the precipitation map moved cancellation residuals: 2.6 % of
+    ``q_out_1``), and the maps' cell loops are vectorised (gathers of the accurate ``pow``'s tables, no scalar
+    ``exp``/``log``)."""
+    from disassembly import map_gathers
+
     form = "graupel_run_dyn.opt_nohooks"
     sdfg, _ = _lifted(form, "blocked_simd", "replay", vectorize_maps=vectorize_maps)
     kw = fx.inputs(form, fx.load(form), ncells=2048, nlev=65)
     ref, got = fx.run(f"orig_{form}", fx.load(form), kw), fx.run(f"replay_{form}_{vectorize_maps}", sdfg, kw)
     if _avx512():   # the scan's block loop vectorised (libmvec calls), not a scalar fallback
-        assert _calls_libmvec(fx.compile_once(f"replay_{form}_{vectorize_maps}", sdfg))
+        lib = fx.compile_once(f"replay_{form}_{vectorize_maps}", sdfg)
+        assert _calls_libmvec(lib)
         # and every vectorised map's cell loop (the precipitation map stayed scalar under GCC 12's jump
         # threading, and with a bool computed from a scalar-entry-point exp: VectorMath, scan_blocked_codegen)
-        assert not scalar_math_in_map_loops(fx.compile_once(f"replay_{form}_{vectorize_maps}", sdfg)._lib._library_filename)
+        assert not scalar_math_in_map_loops(lib._lib._library_filename)
+        assert not vectorize_maps or map_gathers(lib._lib._library_filename) > 0
     for k in sorted(ref):
         x, y = ref[k], got[k]
         if x.dtype.kind != "f":
@@ -136,11 +141,7 @@ def test_graupel_replay_within_the_contract(vectorize_maps):
         assert not np.any(fin & ~np.isfinite(y)), f"'{k}': new NaN/Inf"
         err = np.abs(x[fin] - y[fin])
         rel = err / np.maximum(np.abs(x[fin]), np.finfo(float).tiny)
-        if vectorize_maps:
-            floor = 1e-12 * float(np.max(np.abs(x[fin]), initial=0.0))
-            assert np.all((rel <= 1e-6) | (err <= floor)), (k, float(err.max()), floor)
-        else:
-            assert np.mean(rel > 1e-6) <= 1e-3, (k, float(rel.max()))
+        assert np.mean(rel > 1e-6) <= 1e-3, (k, float(rel.max()), float(np.mean(rel > 1e-6)))
 
 
 def test_blocked_is_eligible_on_cell_contiguous_cpu_and_ranked_by_measurement():

@@ -115,15 +115,15 @@ template <typename A, typename B> static inline auto _sdfg_scan_vpow(A x, B y) {
 """ + QUIET_COMPARE
 
 ACCURATE_POW_MATH = vector_pow.source() + """
-#ifndef SDFG_SCAN_ACCURATE_POW_CLONE
-#define SDFG_SCAN_ACCURATE_POW_CLONE
-// VectorizeCellMap(accurate_pow=True): pow as sdfg_scan.expansions.vector_pow's accurate pow (glibc's scalar
-// value on all but about 1 in 1000 arguments, 1 ulp off there), where libmvec's pow and exp(y log x) differ
-// on a large share. One simd clone, called like a libmvec function (inlined at graupel's 25 call sites it
-// would pass GCC's function growth limit, which then leaves DaCe's min/max calls and the loop scalar);
-// noexcept and const: no exception edge, no memory effect
-#pragma omp declare simd notinbranch
-__attribute__((noinline, const)) static double _sdfg_scan_apow(double x, double y) noexcept {
+#ifndef SDFG_SCAN_ACCURATE_POW_CALL
+#define SDFG_SCAN_ACCURATE_POW_CALL
+// VectorizeCellMap(accurate_pow=True) (what optimize(..., vectorize_maps=True) applies under replay): pow as
+// sdfg_scan.expansions.vector_pow's accurate pow (glibc's scalar value on all but about 1 in 1000 arguments,
+// 1 ulp off there), where libmvec's pow and exp(y log x) differ on about a quarter. Inlined at every call
+// site: constants stay in registers across the cell loop and a constant base or exponent folds its part
+// (graupel 0.197 s; as one simd clone 0.256 s). AccurateVectorMath raises GCC's function growth limit,
+// which graupel's 25 inlined copies pass (GCC then left DaCe's min/max as calls, and the loop scalar).
+__attribute__((always_inline)) static inline double _sdfg_scan_apow(double x, double y) noexcept {
     return _sdfg_scan_pow_acc(x, y); }
 template <typename A, typename B> static inline auto _sdfg_scan_apow(A x, B y) { return dace::math::pow(x, y); }
 #endif
@@ -215,11 +215,15 @@ class VectorMath:
 
 @dace.library.environment
 class AccurateVectorMath(VectorMath):
-    """:class:`VectorMath` with ``-fno-tree-sink`` for ``VectorizeCellMap(accurate_pow=True)``: GCC sinks a
-    call that one if-converted branch uses into that branch (the accurate ``pow`` is a simd clone's call,
-    not a builtin), and a call under a branch keeps the loop scalar. No flag changes a value."""
+    """:class:`VectorMath` for ``VectorizeCellMap(accurate_pow=True)``, with ``-fno-tree-sink`` (GCC sinks
+    what one if-converted branch uses into that branch, and the accurate ``pow``'s table loads under a branch
+    become masked gathers GCC 12 does not vectorise on this tuning) and GCC's function growth limits raised
+    (``large-function-growth``, ``large-function-insns``: graupel's map function, with 25 inlined copies
+    of the accurate ``pow``, passed them, and GCC stopped inlining DaCe's ``min``/``max``, which kept the
+    cell loop scalar). No flag changes a value."""
 
-    cmake_compile_flags = LOOP_FLAGS + ["-fno-tree-sink"] + libm_flags()
+    cmake_compile_flags = LOOP_FLAGS + ["-fno-tree-sink", "--param=large-function-growth=10000",
+                                        "--param=large-function-insns=100000"] + libm_flags()
 
 
 @dace.library.environment
