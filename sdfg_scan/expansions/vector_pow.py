@@ -33,6 +33,8 @@ Everything is ``inline`` arithmetic, selects and table loads, so GCC vectorises 
 needs no reassociation: DaCe's default flags and the IEEE-strict ones both keep the error-free sums; an
 FMA contraction of the other products changes bits only far below the final rounding. Deterministic for
 a given machine and build (``replay``): not bitwise glibc's ``pow``, which the ``exact`` class calls.
+``__builtin_fma`` is one instruction where the CPU has FMA (x86-64 since Haswell, every AArch64); without
+it GCC calls libm's ``fma``, the same values, slowly.
 """
 
 from __future__ import annotations
