@@ -214,11 +214,10 @@ class ExpandStage:
         if self.target == "cpu" and (unit if unit is not None else horizontal_unit_stride(sdfg)):
             final_strides(sdfg)
         if self.vectorize_maps and self.target == "cpu":
-            from sdfg_scan.transformations.vectorize_cell_map import vectorize_cell_maps
+            from sdfg_scan.transformations.vectorize_cell_map import map_options, vectorize_cell_maps
 
             # where the strides are final (the kernels index through them)
-            vectorize_cell_maps(sdfg, exact=self.reproducibility == "exact",
-                                accurate_pow=self.reproducibility == "replay")
+            vectorize_cell_maps(sdfg, **map_options(self.reproducibility))
         if self.target == "cpu":   # the strides are final: gt4py's copies walk the unit-stride dimension innermost
             from sdfg_scan.transformations.copy_in_layout_order import CopyInLayoutOrder
 

@@ -332,10 +332,9 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     # 4c. on the CPU: the top-level pointwise maps as vectorised loop nests (vector math, with the accurate
     # pow under replay; under exact the program's scalar libm calls per lane)
     if vectorize_maps and target == "cpu":
-        from sdfg_scan.transformations.vectorize_cell_map import vectorize_cell_maps
+        from sdfg_scan.transformations.vectorize_cell_map import map_options, vectorize_cell_maps
 
-        report.maps_vectorized = vectorize_cell_maps(sdfg, exact=reproducibility == "exact",
-                                                     accurate_pow=reproducibility == "replay")
+        report.maps_vectorized = vectorize_cell_maps(sdfg, **map_options(reproducibility))
         report.applied["VectorizeCellMap"] = report.maps_vectorized
     # 4d. transients allocated once, not on every call
     if persistent_transients:

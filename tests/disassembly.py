@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 import subprocess
 
-SCALAR_MATH = re.compile(r"((__)?(exp|log|pow)(_finite)?@|_ZL\d+_sdfg_scan_(x(exp|log|pow)1|apow)dd)")
-"""A scalar call of glibc's ``exp``/``log``/``pow``, of the exact form's per-lane wrapper itself, or of the
-accurate ``pow`` (``VectorizeCellMap(accurate_pow=True)``) outside its simd clone."""
+SCALAR_MATH = re.compile(r"((__)?(exp|log|pow)(_finite)?@|_ZL\d+_sdfg_scan_x(exp|log|pow)1)")
+"""A scalar call of glibc's ``exp``/``log``/``pow`` (or the exact form's per-lane wrapper itself)."""
 
 
 def _map_bodies(library: str) -> dict[str, str]:

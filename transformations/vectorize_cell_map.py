@@ -295,6 +295,13 @@ def _cell_dims(subset, cell: str) -> list[int]:
             if cell in {str(f) for f in dace.symbolic.pystr_to_symbolic(str(r[0])).free_symbols}]
 
 
+def map_options(reproducibility: str) -> dict[str, bool]:
+    """The :class:`VectorizeCellMap` form a reproducibility class gets (``optimize(..., vectorize_maps=True)``
+    and the gt4py hooks): ``exact`` its exact form, ``replay`` the accurate ``pow`` (within the replay
+    contract on graupel; the fast one was not), ``approx`` the fast ``pow``."""
+    return {"exact": reproducibility == "exact", "accurate_pow": reproducibility == "replay"}
+
+
 def vectorize_cell_maps(sdfg: dace.SDFG, exact: bool = False, accurate_pow: bool = False) -> int:
     """Apply :class:`VectorizeCellMap` (``exact``: its exact form; ``accurate_pow``: its replay form with the
     accurate ``pow``) to every top-level map of ``sdfg`` it applies to; the count."""
@@ -317,4 +324,4 @@ def vectorize_cell_maps(sdfg: dace.SDFG, exact: bool = False, accurate_pow: bool
     return count
 
 
-__all__ = ["VectorizeCellMap", "map_kernel", "vectorize_cell_maps"]
+__all__ = ["VectorizeCellMap", "map_kernel", "map_options", "vectorize_cell_maps"]

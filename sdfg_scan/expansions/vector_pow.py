@@ -39,6 +39,7 @@ it GCC calls libm's ``fma``, the same values, slowly.
 
 from __future__ import annotations
 
+import math
 import struct
 from decimal import Decimal, getcontext
 from fractions import Fraction
@@ -65,17 +66,10 @@ def _split(v: Decimal) -> tuple[float, float]:
 
 
 def _truncated(v: Decimal, bits: int) -> float:
-    """``v`` with its significand cut to ``bits`` bits (products with small integers stay exact)."""
-    f = Fraction(v)
-    scale = 0
-    while abs(f) >= 2:
-        f /= 2
-        scale += 1
-    while abs(f) < 1:
-        f *= 2
-        scale -= 1
-    cut = Fraction(int(f * 2 ** (bits - 1)), 2 ** (bits - 1))
-    return float(cut * Fraction(2) ** scale)
+    """``v`` (as a double) with its significand cut to ``bits`` bits (products with small integers stay
+    exact; the constant's low part is taken from ``v`` itself)."""
+    m, e = math.frexp(float(v))
+    return math.ldexp(math.floor(math.ldexp(m, bits)), e - bits)
 
 
 @cache
@@ -120,20 +114,13 @@ def _array(name: str, values: list[float]) -> str:
     return f"alignas(64) static const double {name}[{len(values)}] = {{\n    " + ",\n    ".join(rows) + "};\n"
 
 
-def _series(first: int, last: int, sign_of) -> list[str]:
-    return [_hex(sign_of(j) / j) for j in range(first, last + 1)]
-
-
 @cache
 def source() -> str:
     """The C++ of ``_sdfg_scan_pow_acc(double, double)`` and its tables (include-guarded)."""
     t = tables()
     # log1p(r) = r - r^2/2 + r^3 (1/3 - r/4 + ... - r^9/12); expm1(r) = r + r^2/2 + r^3 (1/6 + r/24 + ...)
-    log_q = _series(3, 12, lambda j: 1.0 if j % 2 else -1.0)
-    fact = [1.0]
-    for j in range(1, 8):
-        fact.append(fact[-1] * j)
-    exp_q = [_hex(1.0 / fact[j]) for j in range(3, 7)]
+    log_q = [_hex((1.0 if j % 2 else -1.0) / j) for j in range(3, 13)]
+    exp_q = [_hex(1.0 / math.factorial(j)) for j in range(3, 7)]
 
     def horner(coef: list[str], var: str) -> str:
         expr = coef[-1]
