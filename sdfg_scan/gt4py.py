@@ -103,9 +103,11 @@ def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
         strides the number 1). On the CPU the last hook then gives gt4py's temporaries their final
         (column-major) strides before choosing.
     :param vectorize_maps: CPU: the last hook also writes gt4py's top-level pointwise maps as vectorised loop
-        nests (``VectorizeCellMap``; opt-in). Under ``replay``/``approx`` with vector math (README: its
-        residuals are outside the pointwise replay contract), under ``exact`` in its exact form (the
-        program's scalar ``exp``/``log``/``pow`` per lane, bitwise).
+        nests (``VectorizeCellMap``; opt-in here, unlike ``sdfg_scan.optimize`` under ``replay``: through gt4py
+        the vectorised maps measured slower than ``replay`` alone, README). Under ``replay`` with libmvec's
+        ``exp``/``log`` and the accurate ``pow`` (within the replay contract on graupel), under ``approx``
+        with the fast vector math, under ``exact`` in its exact form (the program's scalar
+        ``exp``/``log``/``pow`` per lane, bitwise).
     :param assume_no_alias: the caller never passes one buffer as two arguments. Then a result gt4py
         computes into a temporary and copies into an output is written into the output directly
         (``ResultWriteThrough``) wherever the rest of the state allows; by default (False) only where no

@@ -21,10 +21,11 @@ available is skipped and named in the report):
    whose scan is a plain cumulative sum by one N-d ``CumulativeScan`` (counted as
    ``scans_specialised``; such scans are no longer ``Scan`` nodes, so they leave ``scans_after``);
 4. ``LiftCellMap``: each lifted scan takes gt4py's map over cells into its node
-   (``columns="cells"``), so that the schedule over cells is the expansion's choice; with
-   ``vectorize_maps=True`` on the CPU (opt-in), ``VectorizeCellMap`` writes each top-level pointwise map
-   over cells as one loop nest with an ``omp simd`` cell loop: vector math under ``replay``/``approx``,
-   under ``exact`` the program's scalar libm calls per lane (``maps_vectorized``);
+   (``columns="cells"``), so that the schedule over cells is the expansion's choice; on the CPU under
+   ``replay`` (by default; ``vectorize_maps=True`` under the other classes), ``VectorizeCellMap`` writes
+   each top-level pointwise map over cells as one loop nest with an ``omp simd`` cell loop: vector math
+   (``replay``: the accurate ``pow``), under ``exact`` the program's scalar libm calls per lane
+   (``maps_vectorized``);
 5. for ``target="gpu"`` apply DaCe's GPU transformation; choose one implementation per sdfg_scan
    node (:func:`sdfg_scan.select.select_expansions`: cost model, autotune cache, reproducibility
    floor). **Nothing is expanded**: the SDFG keeps its sdfg_scan nodes (DaCe expands them when it
@@ -236,7 +237,7 @@ def _canonicalise_body(node, report: OptimizeReport) -> tuple[int, int, int, int
 
 
 def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact",
-             inplace: dict[str, str] | None = None, vectorize_maps: bool = False,
+             inplace: dict[str, str] | None = None, vectorize_maps: bool | None = None,
              gpu_transform: bool = True, persistent_transients: str | bool = False,
              assume_no_alias: bool = True) -> OptimizeReport:
     """Optimise every column scan of ``sdfg`` in place and return what was done.
@@ -260,12 +261,13 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         memory. ``ResultWriteThrough`` (a result temporary copied whole into an output: its writers write
         the output) then checks the order of accesses only for the ``inplace`` pairs; with False (gt4py's
         hooks: callers may pass one buffer twice) for every non-transient array.
-    :param vectorize_maps: on the CPU, apply ``VectorizeCellMap`` to the top-level pointwise maps
-        (opt-in): under ``approx`` with vector math (libmvec, ``pow`` as ``exp(y log x)``), under ``replay``
-        with libmvec's ``exp``/``log`` and the accurate ``pow`` of :mod:`sdfg_scan.expansions.vector_pow`
-        (within the replay contract on graupel; the fast ``pow`` was not), under ``exact`` in its exact form
-        (the arithmetic in vectors, every ``exp``/``log``/``pow`` the program's scalar call per lane:
-        bitwise the program under the same IEEE-strict flags; README).
+    :param vectorize_maps: on the CPU, apply ``VectorizeCellMap`` to the top-level pointwise maps: under
+        ``replay`` with libmvec's ``exp``/``log`` and the accurate ``pow`` of
+        :mod:`sdfg_scan.expansions.vector_pow` (within the replay contract on graupel; the fast ``pow`` was
+        not), under ``approx`` with vector math (libmvec, ``pow`` as ``exp(y log x)``), under ``exact`` in
+        its exact form (the arithmetic in vectors, every ``exp``/``log``/``pow`` the program's scalar call
+        per lane: bitwise the program under the same IEEE-strict flags; slower than scalar maps on graupel,
+        README). None (the default): under ``replay`` only; True or False: under every class, or none.
     """
     if target not in TARGETS:
         raise ValueError(f"sdfg_scan.optimize: target must be one of {TARGETS}, got '{target}'")
@@ -276,6 +278,11 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     from sdfg_scan.persistent import MODES as PERSISTENT_MODES
     from sdfg_scan.select import build_flags, pin_flags, select_expansions
 
+    if vectorize_maps is not None and not isinstance(vectorize_maps, bool):
+        raise TypeError(f"sdfg_scan.optimize: vectorize_maps must be True, False or None (under replay only), "
+                        f"got {vectorize_maps!r}")
+    if vectorize_maps is None:
+        vectorize_maps = reproducibility == "replay"
     if persistent_transients not in (False, None, *PERSISTENT_MODES):
         raise ValueError(f"sdfg_scan.optimize: persistent_transients must be one of {PERSISTENT_MODES} or "
                          f"False, got {persistent_transients!r}")

@@ -153,3 +153,28 @@ def test_the_loop_is_vectorised(libs, flags):
     line = HARNESS.splitlines().index("    for (long i = 0; i < n; ++i) r[i] = _sdfg_scan_pow_acc(x[i], y[i]);")
     first = vector_pow.source().count("\n") + line + 1
     assert re.search(rf"harness\.cpp:{first}:\d+: optimized: loop vectorized", report), report
+
+
+def test_same_values_under_both_flag_sets(libs):
+    """The products and polynomials are explicit FMAs and the error-free sums need no reassociation: DaCe's
+    default flags (FMA contraction allowed) and the IEEE-strict ones give bitwise the same values."""
+    rng = np.random.default_rng(11)
+    x = np.concatenate([np.exp(rng.uniform(np.log(1e-300), np.log(1e300), 50_000)),
+                        rng.uniform(0.99, 1.01, 20_000), -np.exp(rng.uniform(-5.0, 5.0, 5000))])
+    y = np.concatenate([rng.uniform(-3.0, 3.0, 70_000), np.round(rng.uniform(-9.0, 9.0, 5000))])
+    a, b = (_call(libs[f][0], "run_acc", x, y) for f in FLAG_SETS)
+    assert np.array_equal(a.view(np.int64), b.view(np.int64))
+
+
+def test_packed_table_decodes_to_the_tables():
+    """One 64-bit entry holds ``1/c`` (8 significant bits) and ``-log(c)``'s high part (a multiple of
+    2^-42): the C++'s decoding, done here in Python, gives both back exactly."""
+    import struct
+
+    t = vector_pow.tables()
+    for u, ic, hi in zip(t["packed"], t["invc"], t["logc_hi"], strict=True):
+        dec_ic = struct.unpack("<d", struct.pack("<Q", 0x3FE0000000000000 | ((u >> 42) << 45)))[0]
+        lcq = struct.unpack("<d", struct.pack("<Q", (u & ((1 << 42) - 1)) | 0x4330000000000000))[0]
+        assert dec_ic == ic
+        assert (lcq - (2.0 ** 52 + 2.0 ** 41)) * 2.0 ** -42 == hi
+        assert abs(ic * 128 - round(ic * 128)) == 0 or abs(ic * 256 - round(ic * 256)) == 0

@@ -11,30 +11,38 @@ correctly in all but about 1 in 1000 cases (its error bound is 0.52 ulp); this o
 :mod:`decimal`), so the two agree on all but those, and differ there by 1 ulp: graupel's vectorised maps
 then keep the scalar build's values where the program cancels (``q_out_1``: 0.005 % beyond rtol 1e-6).
 
-How (textbook double-double arithmetic, tables computed here with :mod:`decimal`):
+How (textbook double-double arithmetic, tables computed here with :mod:`decimal`, the properties the
+C++ relies on asserted by :func:`tables`):
 
 - ``log|x|`` as ``hi + lo``: ``x = 2^k z``, ``z`` in [0.703125, 1.40625); the top 7 bits after that offset
-  pick ``1/c`` and ``-log(1/c)`` (``hi + lo``) from a 128-entry table; ``r = z/c - 1`` exactly (an FMA
-  splits the product), ``log1p(r)`` by its series to ``r^12`` (``|r| <= 2^-7``), the two leading terms in
-  double-double; the two intervals next to 1 use ``c = 1``, so results near ``x = 1`` keep their relative
-  accuracy.
-- ``y log|x|`` as ``zh + zl`` (an FMA for the product's error), then ``exp(zh + zl)``: ``zh = (k + j/128)
-  ln 2 + r``, ``|r| <= ln2/256``, ``2^(j/128)`` as ``hi + lo`` from a table, ``expm1(r)`` by its series to
-  ``r^6``, the leading terms in double-double; the scale ``2^(k/128)`` is applied in two steps, so
-  results that overflow become ``inf`` and subnormal results are rounded from the 53-bit value.
+  pick ``1/c`` and ``-log(c)`` from a 128-entry table. ``1/c`` has 8 significant bits, so ``r = z/c - 1``
+  (``|r| <= 2^-7``) is a double, computed exactly by one FMA; ``-log(c)`` is split into a multiple of
+  2^-42 (so that ``k ln2_hi - log(c)_hi`` is exact) and a low part; ``1/c`` and the high part are packed
+  into one 64-bit entry (one gather instead of two). ``log1p(r)`` by its series to ``r^10`` (Estrin's
+  form, explicit FMAs), ``r`` and ``-r^2/2`` added in double-double (fast two-sums, whose order
+  conditions the table asserts); the two intervals next to 1 use ``c = 1``, so results near ``x = 1``
+  keep their relative accuracy.
+- ``y log|x|`` as ``zh + zl`` (FMAs for the product's error), then ``exp(zh + zl)``: ``zh = (k + j/128)
+  ln 2 + r``, ``|r| <= ln2/256``, ``2^(j/128)`` as ``hi + lo`` from a table, ``exp(r) - 1 - r`` as a
+  polynomial to ``r^6`` in plain doubles (below 2^-18, so its rounding stays below 2^-70), the products
+  with the table's ``hi`` in double-double; the scale ``2^(k/128)`` is applied in two steps (exponent
+  bits made with integer shifts), so results that overflow become ``inf`` and subnormal results are
+  rounded from the 53-bit value.
 - C's special cases select around that arithmetic without a branch: ``y = 0`` or ``x = 1`` give 1; a NaN
   gives NaN; ``x = +-0`` and ``+-inf``, a negative ``x`` with an integral ``y`` (odd: negative result) or
   with another finite ``y`` (NaN), ``y = +-inf``.
 
 Everything is ``inline`` arithmetic, selects and table loads, so GCC vectorises a cell loop that calls it
-(gathers for the tables) under the flags of :data:`~sdfg_scan.expansions.scan_blocked.LOOP_FLAGS`: about
-7.5 ns per value on this project's AVX-512 machine, against about 4 ns for libmvec's ``pow`` and 1 ns for
-``exp(y log x)`` (``tests/test_vector_pow.py`` checks the values; README: "An accurate vector pow", the cost). It
-needs no reassociation: DaCe's default flags and the IEEE-strict ones both keep the error-free sums; an
-FMA contraction of the other products changes bits only far below the final rounding. Deterministic for
-a given machine and build (``replay``): not bitwise glibc's ``pow``, which the ``exact`` class calls.
-``__builtin_fma`` is one instruction where the CPU has FMA (x86-64 since Haswell, every AArch64); without
-it GCC calls libm's ``fma``, the same values, slowly.
+(four gathers for the tables) under the flags of :data:`~sdfg_scan.expansions.scan_blocked.LOOP_FLAGS`:
+``benchmarks/bench_vector_pow.py`` measures about 4.1 ns per value on this project's AVX-512 machine
+(5.2 ns for the first version of stop 32, with five gathers, the two-sums of ``r`` and a longer series),
+against about 8 ns for glibc's scalar ``pow``, 2.1 ns for libmvec's ``pow`` and 1.6 ns for
+``exp(y log x)``; the gathers are about 40 % of it. ``tests/test_vector_pow.py`` checks the values
+(README: "An accurate vector pow"). The products and polynomials are written as explicit FMAs and the
+error-free sums need no reassociation, so DaCe's default flags and the IEEE-strict ones give the same
+values. Deterministic for a given machine and build (``replay``): not bitwise glibc's ``pow``, which the
+``exact`` class calls. ``__builtin_fma`` is one instruction where the CPU has FMA (x86-64 since Haswell,
+every AArch64); without it GCC calls libm's ``fma``, the same values, slowly.
 """
 
 from __future__ import annotations
@@ -49,10 +57,20 @@ OFFSET = 0x3FE6800000000000
 """Bits of 0.703125: ``x``'s bits minus this pick the exponent ``k`` and the table index."""
 LOG_BITS = 7
 EXP_BITS = 7
+INV_BITS = 8
+"""Significant bits of each ``1/c``: with so few, ``z (1/c) - 1`` is a double, computed exactly by one FMA."""
+HI_QUANTUM = 42
+"""``-log(c)``'s high part and ``ln 2``'s are multiples of 2^-42: ``k ln2_hi - log(c)_hi`` is exact."""
+LOG_TERMS = 10
+"""``log1p(r)`` to ``r^10`` (``|r| <= 2^-7``: the first term left out is below 2^-70 of the result)."""
 
 
 def _double(bits: int) -> float:
     return struct.unpack("<d", struct.pack("<Q", bits))[0]
+
+
+def _bits(v: float) -> int:
+    return struct.unpack("<Q", struct.pack("<d", v))[0]
 
 
 def _hex(v: float) -> str:
@@ -72,40 +90,61 @@ def _truncated(v: Decimal, bits: int) -> float:
     return math.ldexp(math.floor(math.ldexp(m, bits)), e - bits)
 
 
+def _rounded(v: Fraction, bits: int) -> float:
+    """``v`` rounded to ``bits`` significant bits."""
+    _, e = math.frexp(float(v))
+    return math.ldexp(round(v * Fraction(2) ** (bits - e)), e - bits)
+
+
+def _ulp(v: float) -> Fraction:
+    return Fraction(2) ** (math.frexp(v)[1] - 53)
+
+
 @cache
 def tables() -> dict:
-    """The tables and constants (computed once, 40 significant digits)."""
-    getcontext().prec = 40
+    """The tables and constants (computed once, 45 significant digits), with the properties the C++ relies
+    on asserted here: ``r = z/c - 1`` exact in one FMA and within 2^-7, ``k ln2_hi - log(c)_hi`` exact, the
+    fast two-sum of that and ``r`` valid, and the packed table decoding to the same values."""
+    getcontext().prec = 45
     n = 1 << LOG_BITS
-    invc, logc_hi, logc_lo = [], [], []
-    one = 0x3FF0000000000000
+    quantum = Fraction(1, 1 << HI_QUANTUM)
+    invc, logc_hi, logc_lo, packed = [], [], [], []
+    one = _bits(1.0)
     rmax = Fraction(0)
     for i in range(n):
         lo_bits = OFFSET + (i << (52 - LOG_BITS))
         hi_bits = OFFSET + ((i + 1) << (52 - LOG_BITS))
-        zlo, zhi = Fraction(_double(lo_bits)), Fraction(_double(hi_bits))
+        zlo, zhi = Fraction(_double(lo_bits)), Fraction(_double(hi_bits - 1))
         if lo_bits in (one - (1 << (52 - LOG_BITS)), one):   # the two intervals next to 1: c = 1
             ic = 1.0
         else:
-            ic = float(2 / (zlo + zhi))
-        rmax = max(rmax, abs(zlo * Fraction(ic) - 1), abs(zhi * Fraction(ic) - 1))
-        invc.append(ic)
+            ic = _rounded(2 / (zlo + zhi), INV_BITS)
+        r = max(abs(zlo * Fraction(ic) - 1), abs(zhi * Fraction(ic) - 1))
+        # z ic - 1 is a multiple of ulp(z) ulp_8(ic): a double while below 2^53 such units
+        unit = _ulp(float(zlo)) * Fraction(2) ** (math.frexp(ic)[1] - INV_BITS)
+        assert ic == 1.0 or r < (1 << 53) * unit, (i, float(r))
+        rmax = max(rmax, r)
         lc = -Decimal(ic).ln()
-        h, lo = _split(lc)
-        logc_hi.append(h)
-        logc_lo.append(lo)
+        h = round(Fraction(lc) / quantum) * quantum
+        assert ic == 1.0 or math.frexp(float(h))[1] >= math.frexp(float(r))[1], i   # fast two-sum
+        invc.append(ic)
+        logc_hi.append(float(h))
+        logc_lo.append(float(lc - Decimal(h.numerator) / Decimal(h.denominator)))
+        c8 = (_bits(ic) >> 45) & 0xFF   # 1/c's exponent (2^-1 or 2^0) and 7 fraction bits
+        assert _double(0x3FE0000000000000 | (c8 << 45)) == ic
+        packed.append((c8 << HI_QUANTUM) | (int(h / quantum) + (1 << (HI_QUANTUM - 1))))
     assert rmax <= Fraction(1, 128), rmax
     ln2 = Decimal(2).ln()
+    ln2_hi = round(Fraction(ln2) / quantum) * quantum
     m = 1 << EXP_BITS
     t_hi, t_lo = [], []
     for j in range(m):
         h, lo = _split((ln2 * j / m).exp())
         t_hi.append(h)
         t_lo.append(lo)
-    ln2_hi = _truncated(ln2, 42)     # k ln2_hi exact for |k| < 2^11
     ln2n_hi = _truncated(ln2 / m, 35)   # kd ln2/N exact for |kd| < 2^18
-    return {"invc": invc, "logc_hi": logc_hi, "logc_lo": logc_lo, "t_hi": t_hi, "t_lo": t_lo,
-            "ln2_hi": ln2_hi, "ln2_lo": float(ln2 - Decimal(ln2_hi)),
+    return {"invc": invc, "logc_hi": logc_hi, "logc_lo": logc_lo, "packed": packed, "t_hi": t_hi, "t_lo": t_lo,
+            "ln2_hi_q": float(ln2_hi / quantum), "ln2_lo": float(ln2 - Decimal(ln2_hi.numerator) / ln2_hi.denominator),
             "inv_ln2n": float(m / ln2), "ln2n_hi": ln2n_hi, "ln2n_lo": float(ln2 / m - Decimal(ln2n_hi))}
 
 
@@ -114,30 +153,45 @@ def _array(name: str, values: list[float]) -> str:
     return f"alignas(64) static const double {name}[{len(values)}] = {{\n    " + ",\n    ".join(rows) + "};\n"
 
 
+def _array_u64(name: str, values: list[int]) -> str:
+    rows = [", ".join(f"0x{v:016x}ULL" for v in values[i:i + 4]) for i in range(0, len(values), 4)]
+    return f"alignas(64) static const uint64_t {name}[{len(values)}] = {{\n    " + ",\n    ".join(rows) + "};\n"
+
+
+def _poly(coef: list[str], v: str, v2: str, v4: str) -> str:
+    """``coef[0] + coef[1] v + ...`` (at most 8 coefficients) in Estrin's form with explicit FMAs: a short
+    dependency chain, and the same values whether or not the build contracts."""
+    pairs = [f"__builtin_fma({v}, {coef[i + 1]}, {coef[i]})" if i + 1 < len(coef) else coef[i]
+             for i in range(0, len(coef), 2)]
+    if len(pairs) == 1:
+        return pairs[0]
+    low = f"__builtin_fma({v2}, {pairs[1]}, {pairs[0]})"
+    if len(pairs) == 2:
+        return low
+    high = f"__builtin_fma({v2}, {pairs[3]}, {pairs[2]})" if len(pairs) == 4 else pairs[2]
+    return f"__builtin_fma({v4}, {high}, {low})"
+
+
 @cache
 def source() -> str:
     """The C++ of ``_sdfg_scan_pow_acc(double, double)`` and its tables (include-guarded)."""
     t = tables()
-    # log1p(r) = r - r^2/2 + r^3 (1/3 - r/4 + ... - r^9/12); expm1(r) = r + r^2/2 + r^3 (1/6 + r/24 + ...)
-    log_q = [_hex((1.0 if j % 2 else -1.0) / j) for j in range(3, 13)]
-    exp_q = [_hex(1.0 / math.factorial(j)) for j in range(3, 7)]
-
-    def horner(coef: list[str], var: str) -> str:
-        expr = coef[-1]
-        for c in reversed(coef[:-1]):
-            expr = f"({c} + {var} * {expr})"
-        return expr
-
+    # log1p(r) = r - r^2/2 + r^3 (1/3 - r/4 + ... - r^7/10); exp(r) = 1 + r + r^2 (1/2 + r/6 + ... + r^4/720)
+    log_q = [_hex((1.0 if j % 2 else -1.0) / j) for j in range(3, LOG_TERMS + 1)]
+    exp_q = [_hex(1.0 / math.factorial(j)) for j in range(2, 7)]
+    lo_mask = (1 << HI_QUANTUM) - 1
+    lc_bias = _hex(2.0 ** 52 + 2.0 ** (HI_QUANTUM - 1))
     return f"""
 #ifndef SDFG_SCAN_ACCURATE_POW
 #define SDFG_SCAN_ACCURATE_POW
 #include <cstdint>
 #include <cstring>
 // sdfg_scan.expansions.vector_pow: pow(x, y) to about 2^-70 before its final rounding, as inline
-// arithmetic, selects and table loads that GCC vectorises in a cell loop
-{_array("_sdfg_scan_pw_invc", t["invc"])}{_array("_sdfg_scan_pw_logc_hi", t["logc_hi"])}\
-{_array("_sdfg_scan_pw_logc_lo", t["logc_lo"])}{_array("_sdfg_scan_pw_t_hi", t["t_hi"])}\
-{_array("_sdfg_scan_pw_t_lo", t["t_lo"])}
+// arithmetic, selects and table loads that GCC vectorises in a cell loop.
+// _packed[i]: 1/c's exponent and 7 fraction bits (bits 42..49), -log(c)'s high part in units of 2^-42,
+// biased by 2^41 (bits 0..41): one gather for both
+{_array_u64("_sdfg_scan_pw_packed", t["packed"])}{_array("_sdfg_scan_pw_logc_lo", t["logc_lo"])}\
+{_array("_sdfg_scan_pw_t_hi", t["t_hi"])}{_array("_sdfg_scan_pw_t_lo", t["t_lo"])}
 __attribute__((always_inline)) static inline double _sdfg_scan_pw_asd(uint64_t u) {{ double d; std::memcpy(&d, &u, 8); return d; }}
 __attribute__((always_inline)) static inline uint64_t _sdfg_scan_pw_asu(double d) {{ uint64_t u; std::memcpy(&u, &d, 8); return u; }}
 __attribute__((always_inline)) static inline double _sdfg_scan_pow_acc(double x, double y) {{
@@ -155,71 +209,66 @@ __attribute__((always_inline)) static inline double _sdfg_scan_pow_acc(double x,
     const uint64_t i = (tmp >> {52 - LOG_BITS}) & {(1 << LOG_BITS) - 1};
     const double z = _sdfg_scan_pw_asd(ix - (k << 52));
     const double kd = (_sdfg_scan_pw_asd(0x4338000000000000ULL + k) - 0x1.8p52) - (sub ? 52.0 : 0.0);
-    const double ic = _sdfg_scan_pw_invc[i];
-    const double p = z * ic;
-    const double pe = __builtin_fma(z, ic, -p);           // z ic = p + pe exactly
-    const double p1 = p - 1.0;                            // exact (p within 2^-7 of 1)
-    const double rh = p1 + pe;                            // r = rh + rl (two-sum)
-    const double rb = rh - p1;
-    const double rl = (p1 - (rh - rb)) + (pe - rb);
-    const double sq = rh * rh;
-    const double sql = __builtin_fma(rh, rh, -sq);
-    const double ah = -0.5 * sq;                          // -r^2/2 = ah + al
-    const double al = -0.5 * sql - rh * rl;
-    const double th = rh + ah;                            // |ah| <= |rh|: fast two-sum
-    const double tl = (rh - th) + ah + (rl + al + rh * sq * {horner(log_q, "rh")});
-    const double a = kd * {_hex(t["ln2_hi"])};             // exact
-    const double b = _sdfg_scan_pw_logc_hi[i];
-    const double s1 = a + b;                              // two-sum
-    const double s1b = s1 - a;
-    const double e1 = (a - (s1 - s1b)) + (b - s1b);
-    const double s2 = s1 + th;                            // two-sum
-    const double s2b = s2 - s1;
-    const double e2 = (s1 - (s2 - s2b)) + (th - s2b);
-    const double lsum = e1 + e2 + tl + _sdfg_scan_pw_logc_lo[i] + kd * {_hex(t["ln2_lo"])};
-    const double lh = s2 + lsum;                          // log|x| = lh + ll
-    const double ll = lsum - (lh - s2);
+    const uint64_t u = _sdfg_scan_pw_packed[i];
+    const double ic = _sdfg_scan_pw_asd(0x3FE0000000000000ULL | ((u >> {HI_QUANTUM}) << 45));
+    const double lcq = _sdfg_scan_pw_asd((u & 0x{lo_mask:x}ULL) | 0x4330000000000000ULL) - {lc_bias};
+    const double r = __builtin_fma(z, ic, -1.0);          // exact: 1/c has 8 significant bits
+    const double t1 = __builtin_fma(kd, {_hex(t["ln2_hi_q"])}, lcq) * 0x1p-{HI_QUANTUM};   // exact
+    const double t2 = t1 + r;                             // |t1| >= |r| or t1 = 0: fast two-sum
+    const double e2 = (t1 - t2) + r;
+    const double rr = r * r;
+    const double rre = __builtin_fma(r, r, -rr);
+    const double ar2 = -0.5 * rr;                         // -r^2/2 = ar2 - rre/2
+    const double t3 = t2 + ar2;                           // |t2| >= |ar2|: fast two-sum
+    const double e3 = (t2 - t3) + ar2;
+    const double rr2 = rr * rr;
+    const double poly = r * rr * {_poly(log_q, "r", "rr", "rr2")};
+    const double lo = (e2 + e3) + (__builtin_fma(kd, {_hex(t["ln2_lo"])}, _sdfg_scan_pw_logc_lo[i])
+                                   + __builtin_fma(-0.5, rre, poly));
+    const double lh = t3 + lo;                            // log|x| = lh + ll
+    const double ll = (t3 - lh) + lo;
     // y log|x| = zh + zl; C's special cases are chosen here, on the inputs of exp, so that every lane runs
     // the same loads and arithmetic (a select after them lets GCC sink the table loads into a branch, a
     // masked gather it may not vectorise)
     const bool one = (x == 1.0) | (y == 0.0) | ((ax == 1.0) & (__builtin_fabs(y) == inf));   // result 1
     const double ys = ax == 0.0 ? -y : y;                 // |x| = 0 or inf: exp(-+inf) or exp(+-inf)
-    const double zh = one ? 0.0 : (regular ? y * lh : (ys > 0.0 ? inf : -inf));
-    const double zl = (one | !regular) ? 0.0 : __builtin_fma(y, lh, -y * lh) + y * ll;
+    const double yl = y * lh;
+    const double zh = one ? 0.0 : (regular ? yl : (ys > 0.0 ? inf : -inf));
+    const double zl = (one | !regular) ? 0.0 : __builtin_fma(y, ll, __builtin_fma(y, lh, -yl));
     const double yh = 0.5 * y;
     const bool yint = y == __builtin_floor(y);           // +-inf counts as an even integer
     const bool yodd = y - 2.0 * __builtin_floor(yh) == 1.0;   // false for non-integers, +-inf, |y| >= 2^53
-    const bool nanres = !one & ((x != x) | (y != y) | ((x < 0.0) & (ax < inf) & !yint));
-    const double zc = y != y ? 0.0 : (zh > 710.0 ? 710.0 : (zh < -746.0 ? -746.0 : zh));
+    const bool unordered = __builtin_isunordered(x, y);   // x or y NaN
+    const bool nanres = (!one) & (unordered | ((x < 0.0) & (ax < inf) & !yint));
+    const double zc = zh > 710.0 ? 710.0 : (zh < -746.0 ? -746.0 : zh);   // a NaN stays NaN
     const double zlc = (zc == zh) ? zl : 0.0;
-    // exp(zc + zlc) = 2^(kk/N) exp(r): kk = round(zc N / ln2)
-    const double kf = zc * {_hex(t["inv_ln2n"])} + 0x1.8p52;
+    // exp(zc + zlc) = 2^(kk/N) exp(rh + rl): kk = round(zc N / ln2), |rh| <= ln2 / 2N
+    const double kf = __builtin_fma(zc, {_hex(t["inv_ln2n"])}, 0x1.8p52);
     const uint64_t kk = _sdfg_scan_pw_asu(kf) - _sdfg_scan_pw_asu(0x1.8p52);   // two's complement
     const double kn = kf - 0x1.8p52;
-    const double d0 = zc - kn * {_hex(t["ln2n_hi"])};          // exact
-    const double d1 = zlc - kn * {_hex(t["ln2n_lo"])};
-    const double eh = d0 + d1;                            // r = eh + el (two-sum)
-    const double eb = eh - d0;
-    const double el = (d0 - (eh - eb)) + (d1 - eb);
-    const double hr = 0.5 * eh;
-    const double qh = hr * eh;                            // r^2/2 = qh + ql
-    const double ql = __builtin_fma(hr, eh, -qh);
-    const double uh = eh + qh;                            // expm1(r) = uh + ul (|qh| <= |eh|)
-    const double ul = (eh - uh) + qh + (ql + el + eh * el + eh * eh * eh * {horner(exp_q, "eh")});
+    const double d0 = __builtin_fma(-kn, {_hex(t["ln2n_hi"])}, zc);   // exact
+    const double d1 = __builtin_fma(-kn, {_hex(t["ln2n_lo"])}, zlc);
+    const double rh = d0 + d1;                            // |d0| >= |d1| (or both tiny): fast two-sum
+    const double rl = d1 - (rh - d0);
+    const double r2 = rh * rh;
+    const double p = r2 * {_poly(exp_q, "rh", "r2", "r2 * r2")};   // exp(rh) - 1 - rh
     const uint64_t j = kk & {(1 << EXP_BITS) - 1};
-    const double ex = __builtin_floor(kn * {_hex(1.0 / (1 << EXP_BITS))});   // kk = {1 << EXP_BITS} ex + j
-    const double tth = _sdfg_scan_pw_t_hi[j];
-    const double ttl = _sdfg_scan_pw_t_lo[j];
-    const double mh = tth * uh;                           // t (1 + u) = fh + rest
-    const double ml = __builtin_fma(tth, uh, -mh);
-    const double fh = tth + mh;                           // |mh| < 1 <= tth: fast two-sum
-    const double fl = (tth - fh) + mh;
-    const double m = fh + (fl + ml + ttl + tth * ul + ttl * uh);
-    const double ex1 = __builtin_floor(0.5 * ex);
-    const double ex2 = ex - ex1;                          // 2^ex = 2^ex1 2^ex2, each a normal double
-    const double sc1 = _sdfg_scan_pw_asd((_sdfg_scan_pw_asu(ex1 + 0x1.8p52) + 1023) << 52);
-    const double sc2 = _sdfg_scan_pw_asd((_sdfg_scan_pw_asu(ex2 + 0x1.8p52) + 1023) << 52);
-    const double mag = (m * sc1) * sc2;                   // one rounding where the result is subnormal
+    const double th = _sdfg_scan_pw_t_hi[j];              // 2^(j/N) = th + tl
+    const double tl = _sdfg_scan_pw_t_lo[j];
+    const double q = th * rh;                             // (th + tl)(1 + rh + rl + p) = s + mlo
+    const double qe = __builtin_fma(th, rh, -q);
+    const double s = th + q;                              // |q| < 1 <= th: fast two-sum
+    const double se = (th - s) + q;
+    const double mlo = __builtin_fma(th, p + rl, (se + qe) + __builtin_fma(tl, rh, tl));
+    const double m = s + mlo;
+    // 2^ex, ex = (kk - j) / N, applied as 2^ex1 2^ex2 (each a normal double), so that results that
+    // overflow become inf and subnormal results are rounded once; kk + 2^20 > 0, shifted right: floors
+    const uint64_t kb = kk + (1ULL << 20);
+    const uint64_t exb = kb >> {EXP_BITS};                 // ex + 2^13
+    const uint64_t ex1b = kb >> {EXP_BITS + 1};            // floor(ex / 2) + 2^12
+    const double sc1 = _sdfg_scan_pw_asd((ex1b + (1023 - 4096)) << 52);
+    const double sc2 = _sdfg_scan_pw_asd((exb - ex1b + (1023 - 4096)) << 52);
+    const double mag = (m * sc1) * sc2;
     // NaN where C's pow gives NaN; the sign of x where y is an odd integer (-0 too)
     return __builtin_copysign(mag + (nanres ? __builtin_nan("") : 0.0), yodd ? x : 1.0);
 }}
