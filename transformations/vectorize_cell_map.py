@@ -19,8 +19,9 @@ machine and build). By default ``pow`` is ``exp(y log x)`` or libmvec's, which d
 ``pow`` on about a quarter of the arguments: graupel's cancelling tendencies turn that into 2.6 % of
 ``q_out_1`` beyond rtol 1e-6, outside the replay contract. With ``accurate_pow=True`` every ``pow`` is
 :mod:`sdfg_scan.expansions.vector_pow`'s, inlined (glibc's value on all but about 1 in 1000 arguments):
-within the contract, and what ``optimize(..., reproducibility="replay", vectorize_maps=True)`` applies on
-the CPU (opt-in; ``approx`` gets the default form). Its **exact** form (``exact=True``; what ``vectorize_maps=True`` applies under ``exact``) keeps
+within the contract, and what ``optimize(..., reproducibility="replay")`` applies on the CPU by default
+(``vectorize_maps=None``; the gt4py hooks only with ``vectorize_maps=True``; ``approx`` gets the default
+form with ``vectorize_maps=True``). Its **exact** form (``exact=True``; what ``vectorize_maps=True`` applies under ``exact``) keeps
 the IEEE arithmetic (vector add, multiply, divide and sqrt round as the scalar ones) and makes every
 ``exp``/``log``/``pow`` the program's scalar libm call, once per lane whose branch the program takes
 (simd clones that loop over the lanes: ``scan_blocked.SCALAR_LANE_MATH``): bitwise the map under the same
