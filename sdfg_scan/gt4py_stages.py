@@ -14,7 +14,7 @@ from sdfg_scan import __version__
 EXACT_ENV = "sdfg_scan.expansions.environments.ExactArithmetic"
 """The environment whose compile flags make a program IEEE-strict (``reproducibility="exact"``)."""
 
-HOOKS_REVISION = f"{__version__}-18"
+HOOKS_REVISION = f"{__version__}-19"
 """sdfg_scan's version and a revision of what the hooks do. Every stage carries it as a field, so it is part
 of the fingerprint gt4py keys its (persistent) translation cache with: programs an older sdfg_scan
 translated are not served to a newer one. Bump it when lifting, recognition or selection changes (-8: the
@@ -88,8 +88,11 @@ class LiftStage:
         unordered = unordered_pairs(sdfg, pairs) if pairs else {}
         if unordered:   # the declaration cannot be used here: optimize as if it had not been made
             pairs = None
+        # vectorize_maps=False: gt4py sets its temporaries' final strides after this hook, and a vectorised map
+        # indexes through the strides it was written with (ExpandStage vectorises, where they are final)
         report = optimize(sdfg, target=self.target, reproducibility=self.reproducibility, gpu_transform=False,
-                          inplace=pairs, assume_no_alias=self.assume_no_alias or pairs is not None)
+                          inplace=pairs, assume_no_alias=self.assume_no_alias or pairs is not None,
+                          vectorize_maps=False)
         if unordered:
             report.skipped.append(f"inplace {unordered} (a read of the input is not ordered before a write of its "
                                   "output: optimized as without inplace)")

@@ -508,3 +508,17 @@ def test_optimize_vectorises_the_maps_under_replay_by_default(reproducibility, v
         assert "_sdfg_scan_apow(" in code[code.index("#pragma omp simd"):]   # the accurate pow
     with pytest.raises(TypeError, match="vectorize_maps must be True, False or None"):
         sdfg_scan.optimize(_pointwise.to_sdfg(simplify=True), vectorize_maps="yes")
+
+
+def test_gt4pys_first_hook_leaves_the_maps_to_the_last():
+    """The gt4py hooks' first stage runs ``optimize`` before gt4py sets its temporaries' final strides, and a
+    vectorised map indexes through the strides it was written with: under ``replay`` that stage keeps the maps
+    (the last stage vectorises them, with ``vectorize_maps=True``). The default of ``optimize`` applied there
+    gave graupel through gt4py wrong values at a tenth of the speed."""
+    from sdfg_scan.gt4py_stages import LiftStage
+
+    sdfg = _pointwise.to_sdfg(simplify=True)
+    stage = LiftStage("cpu", "replay")
+    stage(sdfg)
+    assert stage.reports[0].maps_vectorized == 0
+    assert any(isinstance(n, dace.nodes.MapEntry) for n, _ in sdfg.all_nodes_recursive())
