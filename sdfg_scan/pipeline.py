@@ -267,7 +267,9 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         not), under ``approx`` with vector math (libmvec, ``pow`` as ``exp(y log x)``), under ``exact`` in
         its exact form (the arithmetic in vectors, every ``exp``/``log``/``pow`` the program's scalar call
         per lane: bitwise the program under the same IEEE-strict flags; slower than scalar maps on graupel,
-        README). None (the default): under ``replay`` only; True or False: under every class, or none.
+        README). None (the default): under ``replay`` only; True or False: under every class, or none. A
+        vectorised map indexes through the strides its arrays have when ``optimize`` runs: pass False where
+        the layout changes afterwards (the gt4py hooks' first stage, before gt4py's final strides).
     """
     if target not in TARGETS:
         raise ValueError(f"sdfg_scan.optimize: target must be one of {TARGETS}, got '{target}'")
