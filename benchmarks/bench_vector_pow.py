@@ -107,7 +107,6 @@ def main(argv=None) -> int:
     print(f"pow(x, y) in an omp simd cell loop, {a.n} values in cache, best of 5 x {a.reps} passes; "
           f"x log-uniform in [1e-8, 1e2], y uniform in [-2, 3]")
     print(f"{'':34} {'1 pow/iter':>12} {'4 pow/iter':>12} {'values != glibc':>16}")
-    base = None
     for kind, label in KINDS.items():
         for fn in (f"{kind}_1", f"{kind}_4"):
             getattr(lib, fn).restype = ctypes.c_double
@@ -115,7 +114,6 @@ def main(argv=None) -> int:
         t4 = getattr(lib, f"{kind}_4")(*args, ctypes.c_long(a.n), ctypes.c_long(a.reps)) * 1e9
         getattr(lib, f"{kind}_values")(args[0], args[1], args[3], ctypes.c_long(a.n))
         differ = 100.0 * np.mean(r.view(np.int64) != glibc.view(np.int64))
-        base = base or t4
         print(f"{label:34} {t1:9.2f} ns {t4:9.2f} ns {differ:15.3f}%")
     return 0
 

@@ -117,7 +117,7 @@ template <typename A, typename B> static inline auto _sdfg_scan_vpow(A x, B y) {
 ACCURATE_POW_MATH = vector_pow.source() + """
 #ifndef SDFG_SCAN_ACCURATE_POW_CALL
 #define SDFG_SCAN_ACCURATE_POW_CALL
-// VectorizeCellMap(accurate_pow=True) (what optimize(..., vectorize_maps=True) applies under replay): pow as
+// VectorizeCellMap(accurate_pow=True) (what optimize applies under replay by default): pow as
 // sdfg_scan.expansions.vector_pow's accurate pow (glibc's scalar value on all but about 1 in 1000 arguments,
 // 1 ulp off there), where libmvec's pow and exp(y log x) differ on about a quarter. Inlined at every call
 // site: constants stay in registers across the cell loop and a constant base or exponent folds its part

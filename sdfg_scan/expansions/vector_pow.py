@@ -96,6 +96,10 @@ def _rounded(v: Fraction, bits: int) -> float:
     return math.ldexp(round(v * Fraction(2) ** (bits - e)), e - bits)
 
 
+def _decimal(v: Fraction) -> Decimal:
+    return Decimal(v.numerator) / Decimal(v.denominator)
+
+
 def _ulp(v: float) -> Fraction:
     return Fraction(2) ** (math.frexp(v)[1] - 53)
 
@@ -129,7 +133,7 @@ def tables() -> dict:
         assert ic == 1.0 or math.frexp(float(h))[1] >= math.frexp(float(r))[1], i   # fast two-sum
         invc.append(ic)
         logc_hi.append(float(h))
-        logc_lo.append(float(lc - Decimal(h.numerator) / Decimal(h.denominator)))
+        logc_lo.append(float(lc - _decimal(h)))
         c8 = (_bits(ic) >> 45) & 0xFF   # 1/c's exponent (2^-1 or 2^0) and 7 fraction bits
         assert _double(0x3FE0000000000000 | (c8 << 45)) == ic
         packed.append((c8 << HI_QUANTUM) | (int(h / quantum) + (1 << (HI_QUANTUM - 1))))
@@ -144,18 +148,15 @@ def tables() -> dict:
         t_lo.append(lo)
     ln2n_hi = _truncated(ln2 / m, 35)   # kd ln2/N exact for |kd| < 2^18
     return {"invc": invc, "logc_hi": logc_hi, "logc_lo": logc_lo, "packed": packed, "t_hi": t_hi, "t_lo": t_lo,
-            "ln2_hi_q": float(ln2_hi / quantum), "ln2_lo": float(ln2 - Decimal(ln2_hi.numerator) / ln2_hi.denominator),
+            "ln2_hi_q": float(ln2_hi / quantum), "ln2_lo": float(ln2 - _decimal(ln2_hi)),
             "inv_ln2n": float(m / ln2), "ln2n_hi": ln2n_hi, "ln2n_lo": float(ln2 / m - Decimal(ln2n_hi))}
 
 
-def _array(name: str, values: list[float]) -> str:
-    rows = [", ".join(_hex(v) for v in values[i:i + 4]) for i in range(0, len(values), 4)]
-    return f"alignas(64) static const double {name}[{len(values)}] = {{\n    " + ",\n    ".join(rows) + "};\n"
-
-
-def _array_u64(name: str, values: list[int]) -> str:
-    rows = [", ".join(f"0x{v:016x}ULL" for v in values[i:i + 4]) for i in range(0, len(values), 4)]
-    return f"alignas(64) static const uint64_t {name}[{len(values)}] = {{\n    " + ",\n    ".join(rows) + "};\n"
+def _array(name: str, values: list) -> str:
+    """A C++ table: doubles as hexadecimal floats, integers as 64-bit unsigned literals."""
+    ctype, lit = ("uint64_t", lambda v: f"0x{v:016x}ULL") if isinstance(values[0], int) else ("double", _hex)
+    rows = [", ".join(lit(v) for v in values[i:i + 4]) for i in range(0, len(values), 4)]
+    return f"alignas(64) static const {ctype} {name}[{len(values)}] = {{\n    " + ",\n    ".join(rows) + "};\n"
 
 
 def _poly(coef: list[str], v: str, v2: str, v4: str) -> str:
@@ -190,7 +191,7 @@ def source() -> str:
 // arithmetic, selects and table loads that GCC vectorises in a cell loop.
 // _packed[i]: 1/c's exponent and 7 fraction bits (bits 42..49), -log(c)'s high part in units of 2^-42,
 // biased by 2^41 (bits 0..41): one gather for both
-{_array_u64("_sdfg_scan_pw_packed", t["packed"])}{_array("_sdfg_scan_pw_logc_lo", t["logc_lo"])}\
+{_array("_sdfg_scan_pw_packed", t["packed"])}{_array("_sdfg_scan_pw_logc_lo", t["logc_lo"])}\
 {_array("_sdfg_scan_pw_t_hi", t["t_hi"])}{_array("_sdfg_scan_pw_t_lo", t["t_lo"])}
 __attribute__((always_inline)) static inline double _sdfg_scan_pw_asd(uint64_t u) {{ double d; std::memcpy(&d, &u, 8); return d; }}
 __attribute__((always_inline)) static inline uint64_t _sdfg_scan_pw_asu(double d) {{ uint64_t u; std::memcpy(&u, &d, 8); return u; }}
