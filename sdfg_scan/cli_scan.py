@@ -225,10 +225,11 @@ def optimize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--inplace", default="", metavar="OUT=IN,...",
                    help="outputs the caller aliases with inputs (as icon4py's graupel driver does: "
                         "q_out_2=q_in_2,...,t_out=te); lets ScanOutputsInPlace write them in place")
-    p.add_argument("--persistent-transients", choices=("static", "sized"), default=None,
+    p.add_argument("--persistent-transients", choices=("static", "sized", "grow"), default=None,
                    help="allocate the top-level transients once, not on every call (static: constant shapes "
                         "only; sized: also shapes of the program's symbols, for callers that always pass the "
-                        "same sizes)")
+                        "same sizes; grow: as sized, reallocated where a call's sizes outgrow them, any sizes, "
+                        "CPU only)")
 
 
 class UsageError(ValueError):

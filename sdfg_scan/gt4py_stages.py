@@ -14,7 +14,7 @@ from sdfg_scan import __version__
 EXACT_ENV = "sdfg_scan.expansions.environments.ExactArithmetic"
 """The environment whose compile flags make a program IEEE-strict (``reproducibility="exact"``)."""
 
-HOOKS_REVISION = f"{__version__}-19"
+HOOKS_REVISION = f"{__version__}-20"
 """sdfg_scan's version and a revision of what the hooks do. Every stage carries it as a field, so it is part
 of the fingerprint gt4py keys its (persistent) translation cache with: programs an older sdfg_scan
 translated are not served to a newer one. Bump it when lifting, recognition or selection changes (-8: the
@@ -28,7 +28,9 @@ read after it is refused; -14: such a division in a symbol assigned in an arm, c
 one-element container kept in a register; -15: ``levels_outside``'s per-level maps are OpenMP loops when the
 code generator expands the node, a division by an integer symbol stays under its ``if``; -16: dead
 recurrences removed, temporaries written in every arm of an ``if`` before they are read are no carries,
-symbols read by the constant tasklets ``LiftCellMap`` moves into the body are mapped)."""
+symbols read by the constant tasklets ``LiftCellMap`` moves into the body are mapped; -19: the first stage
+leaves the maps unvectorised; -20: a vectorised map reads a bool scalar argument per lane from a block
+array, and the accurate-pow builds do not unswitch loops)."""
 
 
 @dataclass

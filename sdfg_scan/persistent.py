@@ -11,10 +11,20 @@ Legal where (each checked per array):
   ``Scope`` lifetime (not already persistent, external or on the stack/registers);
 * no access to it sits inside a map scope (such an array may be meant per thread or per iteration);
 * its size is known when the program is initialised: ``"static"`` takes only arrays whose shape is made
-  of numbers; ``"sized"`` also takes shapes made of the program's free symbols. DaCe initialises a
-  compiled program once, with the sizes of its first call, so ``"sized"`` is only legal for a caller
-  that calls it with the same sizes every time (gt4py's ``TransientMemoryMode.PERSISTENT`` makes the same
-  assumption); ``"static"`` is always legal.
+  of numbers; ``"sized"`` and ``"grow"`` also take shapes made of the program's free symbols. DaCe
+  initialises a compiled program once, with the sizes of its first call, so ``"sized"`` is only legal for a
+  caller that calls it with the same sizes every time (gt4py's ``TransientMemoryMode.PERSISTENT`` makes the
+  same assumption); ``"static"`` is always legal, and so is ``"grow"``: the program starts with a state
+  (``GROW_STATE``) whose tasklet compares each such array's size at this call with the size it holds and
+  allocates it again, larger, where it is too small (the capacities live in the program's state struct,
+  :class:`GrowingTransients`). A call with smaller sizes uses the front of the larger buffers: the
+  addressing of an array is computed from its strides at each call, not from its allocation.
+
+Like every persistent array in DaCe, the buffers belong to the compiled program's state, so two threads must
+not call one compiled program at the same time (DaCe's own persistent transients have the same limit). The
+``"grow"`` tasklet names the arrays as DaCe's code generator names a persistent array of the top-level
+SDFG (``__state->__0_<name>``): if such an SDFG is later nested in another one, compile it before nesting
+or optimise the outer one instead (the C++ compiler reports the unknown name; nothing runs wrongly).
 
 A transient holds no value across calls (every call writes before it reads, or the SDFG was wrong), so
 results do not change: bitwise the same program (tested). What it costs: the arrays stay allocated
@@ -26,15 +36,42 @@ from __future__ import annotations
 import dace
 from dace import dtypes
 
-MODES = ("static", "sized")
+MODES = ("static", "sized", "grow")
+
+GROW_STATE = "sdfg_scan_grow_transients"
+"""Label of the state ``"grow"`` puts at the start of the program."""
+
+CAPACITY_FIELD = "__sdfg_scan_grow_capacity"
+
+
+@dace.library.environment
+class GrowingTransients:
+    """The state-struct field in which ``persistent_transients="grow"`` keeps the number of elements each
+    grown array holds (zero-initialised with the state struct: the first call allocates every array again
+    at its own sizes)."""
+
+    cmake_minimum_version = None
+    cmake_packages: list[str] = []
+    cmake_variables: dict[str, str] = {}
+    cmake_includes: list[str] = []
+    cmake_libraries: list[str] = []
+    cmake_compile_flags: list[str] = []
+    cmake_link_flags: list[str] = []
+    cmake_files: list[str] = []
+    headers = {"frame": ["vector", "new"]}
+    state_fields = [f"std::vector<unsigned long long> {CAPACITY_FIELD};"]
+    init_code = ""
+    finalize_code = ""
+    dependencies: list[type] = []
 
 
 def make_transients_persistent(sdfg: dace.SDFG, mode: str = "static") -> list[str]:
     """Give the top-level transients of ``sdfg`` that may legally be persistent (see the module) the
     ``Persistent`` lifetime; return their names.
 
-    :param mode: ``"static"`` (shapes of numbers only) or ``"sized"`` (also shapes of the program's free
-        symbols: the caller calls with the same sizes every time).
+    :param mode: ``"static"`` (shapes of numbers only), ``"sized"`` (also shapes of the program's free
+        symbols: the caller calls with the same sizes every time) or ``"grow"`` (as ``"sized"``, and every
+        call reallocates the arrays its sizes outgrow: legal for any caller).
     """
     if mode not in MODES:
         raise ValueError(f"sdfg_scan.optimize: persistent_transients must be one of {MODES} (or False), "
@@ -60,9 +97,47 @@ def make_transients_persistent(sdfg: dace.SDFG, mode: str = "static") -> list[st
         symbols = {str(s) for s in desc.free_symbols}
         if symbols and (mode == "static" or not symbols <= free):
             continue
-        desc.lifetime = dtypes.AllocationLifetime.Persistent
         chosen.append(name)
+    growing = [n for n in chosen if sdfg.arrays[n].free_symbols] if mode == "grow" else []
+    if growing and _grow_code(sdfg, growing) is None:
+        chosen = [n for n in chosen if n not in growing]   # no C++ for these here: they stay per call
+        growing = []
+    for name in chosen:
+        sdfg.arrays[name].lifetime = dtypes.AllocationLifetime.Persistent
+    if growing:
+        state = sdfg.add_state_before(sdfg.start_block, label=GROW_STATE, is_start_block=True)
+        t = state.add_tasklet(GROW_STATE, {}, {}, _grow_code(sdfg, growing), language=dtypes.Language.CPP,
+                              side_effects=True)
+        t.environments = {GrowingTransients.full_class_path()}  # type: ignore[attr-defined]
     return chosen
 
 
-__all__ = ["MODES", "make_transients_persistent"]
+def _grow_code(sdfg: dace.SDFG, names: list[str]) -> str | None:
+    """C++ that allocates each of ``names`` (persistent arrays of the top-level ``sdfg``) again where this
+    call's size exceeds the capacity recorded in the state struct, as DaCe's code generator allocates and
+    frees a persistent array; ``None`` where DaCe's conventions for that are not the ones written here."""
+    from dace.codegen.targets import cpp
+
+    try:
+        aligned_new = int(dace.Config.get("compiler", "cpp_standard")) >= 17
+    except (TypeError, ValueError):
+        return None
+    lines = [f"auto &_cap = __state->{CAPACITY_FIELD};",
+             f"if (_cap.size() < {len(names)}) _cap.resize({len(names)}, 0);"]
+    for i, name in enumerate(names):
+        desc = sdfg.arrays[name]
+        ptr = f"__state->__{sdfg.cfg_id}_{name}"
+        ctype = desc.dtype.ctype
+        if aligned_new and desc.alignment >= 0:
+            align = 64 if desc.alignment == 0 else desc.alignment
+            free = f"::operator delete[]({ptr}, std::align_val_t({align}));"
+            new = f"new (std::align_val_t({align})) {ctype} [_need]"
+        else:
+            free, new = f"delete[] {ptr};", f"new {ctype} [_need]"
+        lines.append(f"{{ const long long _size = {cpp.sym2cpp(desc.total_size)};")
+        lines.append("  const unsigned long long _need = _size > 0 ? (unsigned long long)_size : 0ULL;")
+        lines.append(f"  if (_need > _cap[{i}]) {{ {free} {ptr} = {new}; _cap[{i}] = _need; }} }}")
+    return "\n".join(lines)
+
+
+__all__ = ["CAPACITY_FIELD", "GROW_STATE", "GrowingTransients", "MODES", "make_transients_persistent"]

@@ -252,11 +252,13 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         (gt4py's hooks: gt4py applies its own later). Then each node is chosen for where its data are
         now (host memory: a CPU expansion), and the caller selects again after its GPU transformation
         (``sdfg_scan.gt4py``'s last hook does).
-    :param persistent_transients: ``"static"`` or ``"sized"``: the top-level transients the program
-        allocates on every call are allocated once (:mod:`sdfg_scan.persistent`: ``"static"`` only those
-        of constant shape, always legal; ``"sized"`` also those sized by the program's symbols, legal only
-        when the caller always calls with the same sizes). Results do not change; off by default (the
-        arrays then stay allocated between calls).
+    :param persistent_transients: ``"static"``, ``"sized"`` or ``"grow"``: the top-level transients the
+        program allocates on every call are allocated once (:mod:`sdfg_scan.persistent`: ``"static"`` only
+        those of constant shape, always legal; ``"sized"`` also those sized by the program's symbols, legal
+        only when the caller always calls with the same sizes; ``"grow"`` as ``"sized"``, and a call whose
+        sizes outgrow an array allocates it again: legal for any sizes, CPU only). Results do not change;
+        off by default (the arrays then stay allocated between calls, and two threads must not call one
+        compiled program at once).
     :param assume_no_alias: DaCe's model: non-transient arrays not paired in ``inplace`` do not share
         memory. ``ResultWriteThrough`` (a result temporary copied whole into an output: its writers write
         the output) then checks the order of accesses only for the ``inplace`` pairs; with False (gt4py's
@@ -288,6 +290,9 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     if persistent_transients not in (False, None, *PERSISTENT_MODES):
         raise ValueError(f"sdfg_scan.optimize: persistent_transients must be one of {PERSISTENT_MODES} or "
                          f"False, got {persistent_transients!r}")
+    if persistent_transients == "grow" and target != "cpu":
+        raise ValueError("sdfg_scan.optimize: persistent_transients='grow' reallocates host arrays and is for "
+                         f"target='cpu'; got target={target!r} (use 'static' or 'sized')")
     try:
         check_inplace(sdfg, inplace)
     except ValueError as e:

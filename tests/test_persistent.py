@@ -78,3 +78,35 @@ def test_cli_option(tmp_path, capsys):
     assert re.search(r"transients made persistent [1-9]", capsys.readouterr().out)
     back = dace.SDFG.from_file(str(dst))
     assert any(d.lifetime == dace.AllocationLifetime.Persistent for d in back.arrays.values())
+
+
+def test_grow_reallocates_where_a_call_outgrows_the_arrays():
+    """``"grow"``: legal for any sizes. Called small, larger (the arrays are allocated again), then smaller
+    (the front of the larger buffers): every call bitwise the program's values; the prologue state is first."""
+    from sdfg_scan.persistent import GROW_STATE
+
+    sdfg = _program(False)
+    sdfg.name = "persistent_grow"
+    report = sdfg_scan.optimize(sdfg, persistent_transients="grow")
+    assert report.transients_persistent >= 2
+    assert sdfg.start_block.label == GROW_STATE
+    compiled = sdfg.compile()
+    rng = np.random.default_rng(5)
+    for n, k in ((3, 2), (7, 5), (40, 9), (2, 1), (40, 9), (0, 4), (11, 6)):
+        x = rng.standard_normal((n, k))
+        y = np.zeros((n, k))
+        compiled(x=x.copy(), y=y, N=n, K=k)
+        assert np.array_equal(y, np.cumsum(x * 2.0 + x, axis=1)), (n, k)
+
+
+def test_grow_marks_only_symbol_sized_arrays_for_reallocation():
+    """Constant shapes are persistent without a prologue; ``"grow"`` is refused for the GPU, naming the
+    option and the target, and leaves the SDFG as it was."""
+    sdfg = _program(True)
+    assert make_transients_persistent(sdfg, "grow")
+    assert all(s.label != "sdfg_scan_grow_transients" for s in sdfg.states())
+    sdfg = _program(False)
+    before = sdfg.to_json()
+    with pytest.raises(ValueError, match="persistent_transients='grow'.*target='cpu'"):
+        sdfg_scan.optimize(sdfg, target="gpu", persistent_transients="grow")
+    assert sdfg.to_json() == before

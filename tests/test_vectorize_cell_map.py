@@ -522,3 +522,46 @@ def test_gt4pys_first_hook_leaves_the_maps_to_the_last():
     stage(sdfg)
     assert stage.reports[0].maps_vectorized == 0
     assert any(isinstance(n, dace.nodes.MapEntry) for n, _ in sdfg.all_nodes_recursive())
+
+
+@dace.program
+def _flag_scalar(a: dace.float64[K, N], o: dace.float64[K, N], wet: dace.bool_):
+    for k, i in dace.map[0:K, 0:N]:
+        with dace.tasklet:
+            x << a[k, i]  # noqa: F821 (DaCe's tasklet syntax)
+            w << wet  # noqa: F821
+            y >> o[k, i]  # noqa: F821
+            y = x ** 0.75 if w else x * 2.0  # noqa: F821, F841
+
+
+def test_a_bool_scalar_argument_keeps_the_loop_vectorised():
+    """A bool the map only reads as a scalar argument (gt4py passes its boolean constants so) drives a
+    select: read directly, that is a select on a loop-invariant bool, which GCC 12 does not vectorise, and it
+    left graupel's whole map scalar in gt4py's build. Read per lane from a block array of doubles, the loop
+    vectorises (its accurate ``pow`` becomes gathers) and gives the map's values for either flag."""
+    from disassembly import map_gathers
+
+    base = _flag_scalar.to_sdfg(simplify=True)
+    assert any(isinstance(d, dace.data.Scalar) and d.dtype == dace.bool_ for d in base.arrays.values())
+    vec = copy.deepcopy(base)
+    vec.name = base.name + "_vectorized"
+    assert vectorize_cell_maps(vec, accurate_pow=True) == 1
+    code = "\n".join(o.clean_code for o in copy.deepcopy(vec).generate_code())
+    assert "_lane_wet[_l]" in code
+    cbase, cvec = _strict_build(base), _strict_build(vec)
+    if "avx512f" in open("/proc/cpuinfo").read():   # (the machine the README's numbers come from)
+        assert map_gathers(cvec._lib._library_filename) > 0
+    rng = np.random.default_rng(29)
+    k, n = 3, 517
+    a = np.exp(rng.uniform(-10.0, 5.0, (k, n)))
+    for wet in (True, False):
+        outs = []
+        for c in (cbase, cvec):
+            o = np.zeros((k, n))
+            c(a=a.copy(), o=o, wet=wet, K=k, N=n)
+            outs.append(o)
+        x, y = outs
+        assert np.all(np.abs(y - x) <= np.spacing(np.abs(x))), wet   # the accurate pow: at most 1 ulp
+        assert np.mean(x == y) >= 0.995, wet
+        if not wet:
+            assert np.array_equal(x, 2.0 * a)
