@@ -16,8 +16,8 @@ Legal where (each checked per array):
   caller that calls it with the same sizes every time (gt4py's ``TransientMemoryMode.PERSISTENT`` makes the
   same assumption); ``"static"`` is always legal, and so is ``"grow"``: the program starts with a state
   (``GROW_STATE``) whose tasklet compares each such array's size at this call with the size it holds and
-  allocates it again, larger, where it is too small (the capacities live in the program's state struct,
-  :class:`GrowingTransients`). A call with smaller sizes uses the front of the larger buffers: the
+  allocates it again, larger, where it is too small (the capacities live in the program's state struct, by
+  array name, :class:`GrowingTransients`). A call with smaller sizes uses the front of the larger buffers: the
   addressing of an array is computed from its strides at each call, not from its allocation.
 
 Like every persistent array in DaCe, the buffers belong to the compiled program's state, so two threads must
@@ -47,8 +47,9 @@ CAPACITY_FIELD = "__sdfg_scan_grow_capacity"
 @dace.library.environment
 class GrowingTransients:
     """The state-struct field in which ``persistent_transients="grow"`` keeps the number of elements each
-    grown array holds (zero-initialised with the state struct: the first call allocates every array again
-    at its own sizes)."""
+    grown array holds, by the array's name (so that a second ``"grow"`` pass over the same SDFG, with a
+    prologue of its own, cannot mix up two arrays; empty with a new state struct: the first call allocates
+    every array again at its own sizes)."""
 
     cmake_minimum_version = None
     cmake_packages: list[str] = []
@@ -58,8 +59,8 @@ class GrowingTransients:
     cmake_compile_flags: list[str] = []
     cmake_link_flags: list[str] = []
     cmake_files: list[str] = []
-    headers = {"frame": ["vector", "new"]}
-    state_fields = [f"std::vector<unsigned long long> {CAPACITY_FIELD};"]
+    headers = {"frame": ["string", "unordered_map", "new"]}
+    state_fields = [f"std::unordered_map<std::string, unsigned long long> {CAPACITY_FIELD};"]
     init_code = ""
     finalize_code = ""
     dependencies: list[type] = []
@@ -122,9 +123,8 @@ def _grow_code(sdfg: dace.SDFG, names: list[str]) -> str | None:
         aligned_new = int(dace.Config.get("compiler", "cpp_standard")) >= 17
     except (TypeError, ValueError):
         return None
-    lines = [f"auto &_cap = __state->{CAPACITY_FIELD};",
-             f"if (_cap.size() < {len(names)}) _cap.resize({len(names)}, 0);"]
-    for i, name in enumerate(names):
+    lines = [f"auto &_caps = __state->{CAPACITY_FIELD};"]
+    for name in names:
         desc = sdfg.arrays[name]
         ptr = f"__state->__{sdfg.cfg_id}_{name}"
         ctype = desc.dtype.ctype
@@ -136,7 +136,8 @@ def _grow_code(sdfg: dace.SDFG, names: list[str]) -> str | None:
             free, new = f"delete[] {ptr};", f"new {ctype} [_need]"
         lines.append(f"{{ const long long _size = {cpp.sym2cpp(desc.total_size)};")
         lines.append("  const unsigned long long _need = _size > 0 ? (unsigned long long)_size : 0ULL;")
-        lines.append(f"  if (_need > _cap[{i}]) {{ {free} {ptr} = {new}; _cap[{i}] = _need; }} }}")
+        lines.append(f"  unsigned long long &_cap = _caps[\"{name}\"];")
+        lines.append(f"  if (_need > _cap) {{ {free} {ptr} = {new}; _cap = _need; }} }}")
     return "\n".join(lines)
 
 

@@ -110,3 +110,17 @@ def test_grow_marks_only_symbol_sized_arrays_for_reallocation():
     with pytest.raises(ValueError, match="persistent_transients='grow'.*target='cpu'"):
         sdfg_scan.optimize(sdfg, target="gpu", persistent_transients="grow")
     assert sdfg.to_json() == before
+
+
+def test_grow_keys_each_capacity_by_its_array():
+    """The prologue records each array's capacity under the array's name: a second ``"grow"`` pass (here: one
+    that finds nothing left to take) adds no second prologue, and one that did could not mix two arrays up."""
+    from sdfg_scan.persistent import GROW_STATE
+
+    sdfg = _program(False)
+    chosen = make_transients_persistent(sdfg, "grow")
+    (tasklet,) = [n for n in sdfg.start_block.nodes() if isinstance(n, dace.nodes.Tasklet)]
+    for name in chosen:
+        assert f'_caps["{name}"]' in tasklet.code.as_string
+    assert make_transients_persistent(sdfg, "grow") == []
+    assert sum(s.label == GROW_STATE for s in sdfg.states()) == 1
