@@ -100,15 +100,14 @@ def make_transients_persistent(sdfg: dace.SDFG, mode: str = "static") -> list[st
             continue
         chosen.append(name)
     growing = [n for n in chosen if sdfg.arrays[n].free_symbols] if mode == "grow" else []
-    if growing and _grow_code(sdfg, growing) is None:
+    code = _grow_code(sdfg, growing) if growing else None
+    if growing and code is None:
         chosen = [n for n in chosen if n not in growing]   # no C++ for these here: they stay per call
-        growing = []
     for name in chosen:
         sdfg.arrays[name].lifetime = dtypes.AllocationLifetime.Persistent
-    if growing:
+    if code is not None:
         state = sdfg.add_state_before(sdfg.start_block, label=GROW_STATE, is_start_block=True)
-        t = state.add_tasklet(GROW_STATE, {}, {}, _grow_code(sdfg, growing), language=dtypes.Language.CPP,
-                              side_effects=True)
+        t = state.add_tasklet(GROW_STATE, {}, {}, code, language=dtypes.Language.CPP, side_effects=True)
         t.environments = {GrowingTransients.full_class_path()}  # type: ignore[attr-defined]
     return chosen
 
