@@ -14,7 +14,7 @@ from sdfg_scan import __version__
 EXACT_ENV = "sdfg_scan.expansions.environments.ExactArithmetic"
 """The environment whose compile flags make a program IEEE-strict (``reproducibility="exact"``)."""
 
-HOOKS_REVISION = f"{__version__}-20"
+HOOKS_REVISION = f"{__version__}-21"
 """sdfg_scan's version and a revision of what the hooks do. Every stage carries it as a field, so it is part
 of the fingerprint gt4py keys its (persistent) translation cache with: programs an older sdfg_scan
 translated are not served to a newer one. Bump it when lifting, recognition or selection changes (-8: the
@@ -30,7 +30,8 @@ code generator expands the node, a division by an integer symbol stays under its
 recurrences removed, temporaries written in every arm of an ``if`` before they are read are no carries,
 symbols read by the constant tasklets ``LiftCellMap`` moves into the body are mapped; -19: the first stage
 leaves the maps unvectorised; -20: a vectorised map reads a bool scalar argument per lane from a block
-array, and the accurate-pow builds do not unswitch loops)."""
+array, and the accurate-pow builds do not unswitch loops; -21: the exact flags end with
+``-fno-math-errno -fno-trapping-math``)."""
 
 
 @dataclass

@@ -30,7 +30,8 @@ FLAGS_HOST = list(STRICT_HOST_FLAGS)
 def compile_flags(reproducibility: str = "exact", target: str = "cpu") -> list[str]:
     """The compiler flags a class needs for the whole program: host (``target="cpu"``) or nvcc (``"gpu"``).
 
-    ``exact``: ``-ffp-contract=off -fno-reciprocal-math -fsigned-zeros -fno-fast-math`` (appended after
+    ``exact``: ``-ffp-contract=off -fno-reciprocal-math -fsigned-zeros -fno-fast-math -fno-math-errno
+    -fno-trapping-math`` (appended after
     DaCe's defaults, so they win) / ``--fmad=false -prec-div=true -prec-sqrt=true``; ``replay`` and
     ``approx``: none (the class pins nothing; a chosen ``exact`` expansion still brings its flags, see
     :func:`build_flags`). Build an original SDFG the same way to compare::

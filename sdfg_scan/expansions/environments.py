@@ -43,8 +43,16 @@ def libm_flags() -> list[str]:
     return [] if code is None else [f"-DSDFG_SCAN_LIBM_FINITE={code}"]
 
 
-STRICT_HOST_FLAGS = ["-ffp-contract=off", "-fno-reciprocal-math", "-fsigned-zeros", "-fno-fast-math"]
-"""GCC flags of IEEE-strict host code (no FMA contraction, no reciprocal math, signed zeros)."""
+STRICT_HOST_FLAGS = ["-ffp-contract=off", "-fno-reciprocal-math", "-fsigned-zeros", "-fno-fast-math",
+                     "-fno-math-errno", "-fno-trapping-math"]
+"""GCC flags of IEEE-strict host code (no FMA contraction, no reciprocal math, signed zeros).
+
+``-fno-fast-math`` also turns errno-setting math and trapping math back on, and DaCe orders the
+environments of a build by a set of classes, which differs from process to process: where this set came
+after ``VectorMath``'s ``-fno-math-errno -fno-trapping-math``, it undid them (GCC never vectorises a call that
+may set errno), so whether a replay build vectorised its math depended on the process. The last two flags
+make every order end in the same state, the one of DaCe's own defaults. Neither changes a value (errno and
+the floating-point exception flags are not results)."""
 
 
 @dace.library.environment
