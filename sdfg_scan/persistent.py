@@ -99,35 +99,31 @@ def make_transients_persistent(sdfg: dace.SDFG, mode: str = "static") -> list[st
         if symbols and (mode == "static" or not symbols <= free):
             continue
         chosen.append(name)
-    growing = [n for n in chosen if sdfg.arrays[n].free_symbols] if mode == "grow" else []
-    code = _grow_code(sdfg, growing) if growing else None
-    if growing and code is None:
-        chosen = [n for n in chosen if n not in growing]   # no C++ for these here: they stay per call
     for name in chosen:
         sdfg.arrays[name].lifetime = dtypes.AllocationLifetime.Persistent
-    if code is not None:
+    growing = [n for n in chosen if sdfg.arrays[n].free_symbols] if mode == "grow" else []
+    if growing:
         state = sdfg.add_state_before(sdfg.start_block, label=GROW_STATE, is_start_block=True)
-        t = state.add_tasklet(GROW_STATE, {}, {}, code, language=dtypes.Language.CPP, side_effects=True)
+        t = state.add_tasklet(GROW_STATE, {}, {}, _grow_code(sdfg, growing), language=dtypes.Language.CPP,
+                              side_effects=True)
         t.environments = {GrowingTransients.full_class_path()}  # type: ignore[attr-defined]
     return chosen
 
 
-def _grow_code(sdfg: dace.SDFG, names: list[str]) -> str | None:
+def _grow_code(sdfg: dace.SDFG, names: list[str]) -> str:
     """C++ that allocates each of ``names`` (persistent arrays of the top-level ``sdfg``) again where this
-    call's size exceeds the capacity recorded in the state struct, as DaCe's code generator allocates and
-    frees a persistent array; ``None`` where DaCe's conventions for that are not the ones written here."""
+    call's size exceeds the capacity recorded in the state struct. The pointer and the (aligned or plain)
+    ``new``/``delete`` are DaCe's own for a persistent array (``cpp.ptr``, the CPU code generator's choice
+    of aligned ``operator new``), so that DaCe's ``__dace_exit`` frees what the prologue allocated."""
     from dace.codegen.targets import cpp
+    from dace.codegen.targets.cpu import _use_aligned_operator_new
 
-    try:
-        aligned_new = int(dace.Config.get("compiler", "cpp_standard")) >= 17
-    except (TypeError, ValueError):
-        return None
     lines = [f"auto &_caps = __state->{CAPACITY_FIELD};"]
     for name in names:
         desc = sdfg.arrays[name]
-        ptr = f"__state->__{sdfg.cfg_id}_{name}"
+        ptr = cpp.ptr(name, desc, sdfg)
         ctype = desc.dtype.ctype
-        if aligned_new and desc.alignment >= 0:
+        if _use_aligned_operator_new(desc):
             align = 64 if desc.alignment == 0 else desc.alignment
             free = f"::operator delete[]({ptr}, std::align_val_t({align}));"
             new = f"new (std::align_val_t({align})) {ctype} [_need]"

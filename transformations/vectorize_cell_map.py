@@ -125,7 +125,7 @@ def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
     syms = {str(s): str(s) for s in sdfg.symbols}
     syms.update({p: f"_m_{p}" for p in m.params})
     data: dict[str, Ref] = {}
-    lanes: dict[str, str] = {}   # bool scalars -> their per-lane block array
+    lanes: list[str] = []   # bool scalars, read per lane from the block array _lane_<name>
     ins, outs = {}, {}
     for name in sorted(reads | writes):   # sorted: the same code on every run (sets follow the string hash)
         desc = sdfg.arrays[name]
@@ -136,7 +136,7 @@ def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
                 # select on a loop-invariant scalar bool, which GCC 12 does not vectorise ("relevant stmt not
                 # supported"; it left graupel's whole map scalar in gt4py's build). Read per lane from a block
                 # array of doubles, it is a mask like those of the loop's double comparisons.
-                lanes[name] = f"_lane_{name}"
+                lanes.append(name)
                 data[name] = Ref("bool", lvalue=f"_lane_{name}[{LANE}]")
                 continue
             data[name] = Ref(desc.dtype.ctype, lvalue=f"_r_{name}")
@@ -200,9 +200,9 @@ def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
         tasks.append(f"    const long long _m_{p} = _b_{p} + _r % (_e_{p} - _b_{p}); _r /= (_e_{p} - _b_{p});")
     tasks += [f"    const long long _c0 = _b_{cell} + _blk * {block};",
               f"    const long long _n = (_e_{cell} - _c0) < {block} ? (_e_{cell} - _c0) : {block};"]
-    for name, arr in sorted(lanes.items()):
-        tasks += [f"    double {arr}[{block}];",
-                  f"    for (long long _q = 0; _q < {block}; ++_q) {arr}[_q] = _r_{name} ? 1.0 : 0.0;"]
+    for name in lanes:   # (names in sorted order: the loop above walks them sorted)
+        tasks += [f"    double _lane_{name}[{block}];",
+                  f"    for (long long _q = 0; _q < {block}; ++_q) _lane_{name}[_q] = _r_{name} ? 1.0 : 0.0;"]
     tasks += ["    #pragma omp simd",
               f"    for (long long {LANE} = 0; {LANE} < _n; ++{LANE}) {{",
               f"        const long long _m_{cell} = _c0 + {LANE};"]
