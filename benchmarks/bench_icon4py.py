@@ -296,6 +296,12 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int, profile_seconds: 
                 "levels_outside (exact)": lambda: fx.compile_once("bench_graupel_levels_outside",
                                                           _graupel_blocked("levels_outside", "exact")),
                 "blocked (exact)": lambda: fx.compile_once("bench_graupel_blocked", _graupel_blocked("blocked", "exact")),
+                "blocked + vectorize_maps (exact)": lambda: fx.compile_once(
+                    "bench_graupel_blocked_vm", _graupel_blocked("blocked", "exact", True)),
+                "blocked_simd_exact (exact)": lambda: fx.compile_once(
+                    "bench_graupel_blocked_simd_exact", _graupel_blocked("blocked_simd_exact", "exact")),
+                "blocked_simd_exact + vectorize_maps (exact)": lambda: fx.compile_once(
+                    "bench_graupel_blocked_simd_exact_vm", _graupel_blocked("blocked_simd_exact", "exact", True)),
                 "blocked_kcached (exact)": lambda: fx.compile_once("bench_graupel_blocked_kc",
                                                            _graupel_blocked("blocked_kcached", "exact")),
                 "auto + persistent (exact)": lambda: fx.compile_once(
@@ -331,6 +337,9 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int, profile_seconds: 
     same("gt4py IEEE-strict", "levels_outside (exact)")
     same("gt4py IEEE-strict", "blocked (exact)")
     same("gt4py IEEE-strict", "blocked_kcached (exact)")
+    same("gt4py IEEE-strict", "blocked_simd_exact (exact)")
+    same("gt4py IEEE-strict", "blocked + vectorize_maps (exact)")
+    same("gt4py IEEE-strict", "blocked_simd_exact + vectorize_maps (exact)")
     same("gt4py IEEE-strict", "auto + persistent (exact)")
     same("auto (replay)", "auto + persistent (replay)")
     rows = [f"graupel_run_dyn {ncells}x{nlev}: {100 * wet:.0f}% of the (cell, level) points hold precipitation; "
@@ -352,7 +361,8 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int, profile_seconds: 
         rows.append(f"  {k:30} min {min(t):.3e} s  med {np.median(t):.3e} s  speed-up vs default flags "
                     f"{base / min(t):5.2f}")
     if profile_seconds > 0:
-        for k in ("gt4py default flags", "auto (exact)", "+ vectorize_maps (exact)", "replay, maps scalar",
+        for k in ("gt4py default flags", "auto (exact)", "+ vectorize_maps (exact)", "blocked + vectorize_maps (exact)",
+                  "blocked_simd_exact (exact)", "replay, maps scalar",
                   "auto (replay)", "+ vectorize_cell_maps, fast pow", "auto + persistent (exact)",
                   "auto + persistent (replay)"):
             if k in variants:

@@ -133,7 +133,7 @@ def build_flags(sdfg: dace.SDFG) -> BuildFlags:
     out = BuildFlags()
     cuda = _has_cuda_code(sdfg)
     for env in dace.library.get_environments_and_dependencies(set(envs)):
-        host = [f for f in _value(env.cmake_compile_flags) if f not in out.host]
+        host = [f for f in " ".join(_value(env.cmake_compile_flags)).split() if f not in out.host]
         variable = str(_value(env.cmake_variables).get("CMAKE_CUDA_FLAGS", ""))
         device = [f for f in variable.replace("${CMAKE_CUDA_FLAGS}", "").split() if f not in out.cuda] if cuda else []
         out.host += host

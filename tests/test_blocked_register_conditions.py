@@ -41,7 +41,7 @@ def _entry_copies(sdfg: dace.SDFG) -> None:
             st.remove_node(n)
 
 
-@pytest.mark.parametrize("impl", ["blocked", "blocked_simd"])
+@pytest.mark.parametrize("impl", ["blocked", "blocked_simd", "blocked_simd_exact"])
 def test_a_condition_on_a_one_element_array_compiles_and_is_bitwise(impl):
     sdfg = _gated_sum.to_sdfg(simplify=True)
     sdfg.name = f"gated_sum_{impl}"

@@ -496,7 +496,7 @@ def test_bodies_cxx_cannot_build_are_refused_while_parsing():
         prog.to_sdfg()
 
 
-@pytest.mark.parametrize("impl", ["sequential", "blocked", "blocked_simd"])
+@pytest.mark.parametrize("impl", ["sequential", "blocked", "blocked_simd", "blocked_simd_exact"])
 def test_floor_and_ceil_in_a_body_match_numpy(impl):
     """``np.floor``/``np.ceil`` in a scan body: DaCe 2.0.0a10 lowers them to ``dace::math::floor``/``ceil``,
     which take no float or double, so the program did not compile (they were refused); the body now calls
@@ -591,7 +591,8 @@ def test_levels_outside_runs_each_level_in_parallel_when_compile_expands_it():
 
 
 BLOCKED_FRONTEND = [("blocked", False, "inclusive"), ("blocked", True, "include_initial"),
-                    ("blocked_kcached", False, "exclusive"), ("blocked_simd", True, "inclusive")]
+                    ("blocked_kcached", False, "exclusive"), ("blocked_simd", True, "inclusive"),
+                    ("blocked_simd_exact", True, "include_initial")]
 
 
 @pytest.mark.parametrize("impl,reverse,emit", BLOCKED_FRONTEND)

@@ -49,13 +49,16 @@ def _close(a: dict, b: dict, rtol: float) -> None:
         np.testing.assert_allclose(x, y, rtol=rtol, atol=0, err_msg=k)
 
 
+@pytest.mark.parametrize("impl", ["blocked", "blocked_simd_exact"])
 @pytest.mark.parametrize("form", FORMS)
-def test_blocked_is_bitwise_the_original(form):
-    sdfg, scans = _lifted(form, "blocked")
+def test_blocked_is_bitwise_the_original(form, impl):
+    """``blocked`` (per-cell code) and ``blocked_simd_exact`` (the if-converted loop vectorised, exact math)
+    on real icon4py scans: bitwise the IEEE-strict original."""
+    sdfg, scans = _lifted(form, impl)
     if not scans or any(n.columns != "cells" for n, _ in scans):
         pytest.skip(f"{form}: no scan with its map over cells after optimize")
     kw = fx.inputs(form, fx.load(form))
-    fx.assert_bitwise_equal(fx.run(f"orig_{form}", fx.load(form), kw), fx.run(f"blocked_{form}", sdfg, kw))
+    fx.assert_bitwise_equal(fx.run(f"orig_{form}", fx.load(form), kw), fx.run(f"{impl}_{form}", sdfg, kw))
 
 
 def _avx512() -> bool:
@@ -95,6 +98,19 @@ def test_graupel_blocked_kcached_is_bitwise_the_original():
     assert not isinstance(plan, str) and len(plan.rings) == 2
     kw = fx.inputs(form, fx.load(form), ncells=2048, nlev=65)
     fx.assert_bitwise_equal(fx.run(f"orig_{form}", fx.load(form), kw), fx.run(f"blocked_kc_{form}", sdfg, kw))
+
+
+@pytest.mark.long
+def test_graupel_blocked_simd_exact_is_bitwise_the_original():
+    """``graupel_run_dyn`` with its scan pinned to ``blocked_simd_exact`` (if-converted, vectorised; glibc's
+    ``exp``/``log`` per lane, the checked ``pow``) and the maps vectorised: bitwise the IEEE-strict original,
+    and the scan's cell loop vectorised (it calls the lane clones)."""
+    form = "graupel_run_dyn.opt_nohooks"
+    sdfg, _ = _lifted(form, "blocked_simd_exact", "exact", vectorize_maps=True)
+    kw = fx.inputs(form, fx.load(form), ncells=2048, nlev=65)
+    fx.assert_bitwise_equal(fx.run(f"orig_{form}", fx.load(form), kw), fx.run(f"simd_exact_{form}", sdfg, kw))
+    lib = fx.compile_once(f"simd_exact_{form}", sdfg)._lib._library_filename
+    assert b"_ZGVeN8vvv__ZL16_sdfg_scan_xpow1ddd" in Path(lib).read_bytes() or not _avx512()
 
 
 @pytest.mark.long

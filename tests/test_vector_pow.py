@@ -178,3 +178,98 @@ def test_packed_table_decodes_to_the_tables():
         assert dec_ic == ic
         assert (lcq - (2.0 ** 52 + 2.0 ** 41)) * 2.0 ** -42 == hi
         assert abs(ic * 128 - round(ic * 128)) == 0 or abs(ic * 256 - round(ic * 256)) == 0
+
+
+# -- the checked form: what the exact class's vectorised loops use ---------------------------------------
+
+CHECKED_HARNESS = """
+#include <cmath>
+namespace dace { namespace math {   // DaCe's functions as the program's build has them (errno-free entry points aside)
+static inline double pow(double a, double b) { return std::pow(a, b); }
+static inline double exp(double a) { return std::exp(a); }
+static inline double log(double a) { return std::log(a); }
+} }
+""" + "{lane_math}" + """
+extern "C" void run_xpow(const double* x, const double* y, double* r, long n) {
+    #pragma omp simd
+    for (long i = 0; i < n; ++i) r[i] = _sdfg_scan_xpow(x[i] == x[i] || true, x[i], y[i]);
+}
+extern "C" void run_safe(const double* x, const double* y, double* r, long n) {
+    #pragma omp simd
+    for (long i = 0; i < n; ++i) { double s; r[i] = _sdfg_scan_pow_core<true>(x[i], y[i], s); r[i] = s != 0.0 ? r[i] : 0.0; }
+}
+__attribute__((optimize("no-tree-vectorize")))
+extern "C" void run_glibc(const double* x, const double* y, double* r, long n) {
+    for (long i = 0; i < n; ++i) r[i] = std::pow(x[i], y[i]);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    """(library, GCC's vectorisation report, first line of the harness): the exact lane form of ``pow``
+    (``scan_blocked.SCALAR_LANE_MATH``) under the IEEE-strict flags and those of ``ScalarLaneLoops``."""
+    from sdfg_scan.expansions.scan_blocked import SCALAR_LANE_MATH, ScalarLaneLoops
+
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    src = tmp_path_factory.mktemp("checked_pow") / "checked.cpp"
+    text = CHECKED_HARNESS.replace("{lane_math}", SCALAR_LANE_MATH)
+    src.write_text(text)
+    so = src.with_name("checked.so")
+    base = dace.Config.get("compiler", "cpu", "args").split() + ["-O3", "-std=c++17", "-fPIC", "-shared"]
+    flags = " ".join(ScalarLaneLoops.cmake_compile_flags + [" ".join(STRICT_HOST_FLAGS)]).split()
+    flags = [f for f in flags if not f.startswith("-DSDFG_SCAN_LIBM_FINITE")]   # the stub above is DaCe's math
+    res = subprocess.run([cxx, *base, *STRICT_HOST_FLAGS, *flags, "-fopt-info-vec-optimized", str(src), "-o", str(so)],
+                         capture_output=True, text=True, check=True)
+    return ctypes.CDLL(str(so)), res.stderr, text
+
+
+@pytest.mark.parametrize("rng_name", list(RANGES))
+def test_the_exact_lane_form_is_bitwise_glibc(checked, rng_name):
+    """``_sdfg_scan_xpow`` (the exact class's ``pow`` in a vectorised loop: the checked accurate value where
+    it is provably glibc's, glibc's call elsewhere) equals glibc's ``pow`` bitwise on 200 000 random
+    inputs per range, negative bases with integral exponents and C's special cases included."""
+    lib = checked[0]
+    lo, hi, ylo, yhi = RANGES[rng_name]
+    rng = np.random.default_rng(100 + sum(map(ord, rng_name)))
+    x = np.exp(rng.uniform(np.log(lo), np.log(hi), 200_000))
+    y = rng.uniform(ylo, yhi, x.size)
+    xs, ys = (a.ravel() for a in np.meshgrid(SPECIAL, SPECIAL, indexing="ij"))
+    x = np.concatenate([x, -x[:2000], xs])
+    y = np.concatenate([y, np.round(y[:2000]), ys])
+    ours, ref = _call(lib, "run_xpow", x, y), _call(lib, "run_glibc", x, y)
+    assert np.array_equal(ours.view(np.int64), ref.view(np.int64)), np.flatnonzero(ours.view(np.int64) != ref.view(np.int64))[:5]
+
+
+def test_most_lanes_skip_glibc_and_safe_ones_are_far_from_a_midpoint(checked):
+    """On microphysics-like inputs more than 90 % of the lanes are safe (no glibc call); on a sample of safe
+    ones, ``decimal`` at 50 digits puts the exact value farther than ``CHECK_ULPS`` from a midpoint between
+    two doubles, and the value is the nearest double (the check's own tail arithmetic, independently of
+    glibc)."""
+    lib = checked[0]
+    rng = np.random.default_rng(5)
+    lo, hi, ylo, yhi = RANGES["microphysics"]
+    x = np.exp(rng.uniform(np.log(lo), np.log(hi), 100_000))
+    y = rng.uniform(ylo, yhi, x.size)
+    safe = _call(lib, "run_safe", x, y)
+    ok = safe != 0.0
+    assert ok.mean() > 0.9, ok.mean()
+    getcontext().prec = 50
+    for i in np.flatnonzero(ok)[:1500]:
+        v = Decimal(float(x[i])) ** Decimal(float(y[i]))
+        d = float(safe[i])
+        toward = np.nextafter(d, np.inf if v > Decimal(d) else -np.inf)   # the double on the exact value's side
+        dist = abs(v - Decimal(d)) / abs(Decimal(float(toward)) - Decimal(d))
+        assert dist < Decimal(0.5) - Decimal(vector_pow.CHECK_ULPS), (x[i], y[i], dist)
+
+
+def test_the_exact_lane_loop_is_vectorised(checked):
+    """GCC vectorises the ``omp simd`` loop over ``_sdfg_scan_xpow`` under the exact flags (the checked value
+    inlined, the lane loop of glibc calls as a simd clone), where the host has AVX2 or AVX-512."""
+    if not _vector_isa():
+        pytest.skip("no AVX2 (or not built with -march=native)")
+    _, report, text = checked
+    line = text.splitlines().index("    for (long i = 0; i < n; ++i) r[i] = _sdfg_scan_xpow(x[i] == x[i] || true, x[i], y[i]);") + 1
+    assert re.search(rf"checked\.cpp:{line}:\d+: optimized: loop vectorized", report), report

@@ -52,7 +52,14 @@ environments of a build by a set of classes, which differs from process to proce
 after ``VectorMath``'s ``-fno-math-errno -fno-trapping-math``, it undid them (GCC never vectorises a call that
 may set errno), so whether a replay build vectorised its math depended on the process. The last two flags
 make every order end in the same state, the one of DaCe's own defaults. Neither changes a value (errno and
-the floating-point exception flags are not results)."""
+the floating-point exception flags are not results).
+
+DaCe also collects the flags of all environments of a build in a *set* of strings (``compiler.py``), so their
+order on the command line differs from process to process too, the flags of one environment included:
+:class:`ExactArithmetic` therefore passes these as one string (one set element, split by the shell in this
+order), which keeps ``-fno-fast-math`` before the two flags that undo its errno and trapping math in every
+process. Before that, a process whose set put ``-fno-fast-math`` last built with trapping math, and GCC did
+not if-convert the vectorised exact loops (stop 35)."""
 
 
 @dace.library.environment
@@ -80,7 +87,7 @@ class ExactArithmetic:
                                            "-Xcompiler=-fsigned-zeros"}
     cmake_includes: list[str] = []
     cmake_libraries: list[str] = []
-    cmake_compile_flags = STRICT_HOST_FLAGS + libm_flags()
+    cmake_compile_flags = [" ".join(STRICT_HOST_FLAGS)] + libm_flags()   # one element: see STRICT_HOST_FLAGS
     cmake_link_flags: list[str] = []
     cmake_files: list[str] = []
     headers = {"frame": [LIBM_HEADER]}

@@ -129,7 +129,7 @@ template <typename A, typename B> static inline auto _sdfg_scan_apow(A x, B y) {
 #endif
 """
 
-SCALAR_LANE_MATH = """
+SCALAR_LANE_MATH = vector_pow.source() + """
 #ifndef SDFG_SCAN_SCALAR_LANE_MATH
 #define SDFG_SCAN_SCALAR_LANE_MATH
 #include <cmath>
@@ -160,11 +160,25 @@ static inline double _sdfg_scan_xexp(bool a, double x) {
     return __builtin_constant_p(x) ? dace::math::exp(x) : _sdfg_scan_xexp1(a ? 1.0 : 0.0, x); }
 static inline double _sdfg_scan_xlog(bool a, double x) {
     return __builtin_constant_p(x) ? dace::math::log(x) : _sdfg_scan_xlog1(a ? 1.0 : 0.0, x); }
-static inline double _sdfg_scan_xpow(bool a, double x, double y) {
+// pow: the checked accurate pow of sdfg_scan.expansions.vector_pow in vectors, and glibc's scalar call only
+// in the lanes where that value is not provably glibc's (about 4 %: vector_pow.CHECK_ULPS says why the others
+// are); the two are combined by their bits (one of them is +0: the other's bits, -0 and NaN included).
+// SDFG_SCAN_EXACT_LIBM_POW: glibc's call in every active lane. Always inlined (GCC otherwise calls it, large as
+// it is, and the cell loop stays scalar)
+__attribute__((always_inline)) static inline double _sdfg_scan_xpow(bool a, double x, double y) {
     if ((__builtin_constant_p(x) && __builtin_constant_p(y))
         || (__builtin_constant_p(y) && (y == 0.0 || y == 1.0 || y == 2.0 || y == -1.0)))
         return dace::math::pow(x, y);
-    return _sdfg_scan_xpow1(a ? 1.0 : 0.0, x, y); }
+#ifdef SDFG_SCAN_EXACT_LIBM_POW
+    return _sdfg_scan_xpow1(a ? 1.0 : 0.0, x, y);
+#else
+    double safe;
+    const double v = _sdfg_scan_pow_core<true>(x, y, safe);
+    const double g = _sdfg_scan_xpow1(a ? 1.0 - safe : 0.0, x, y);
+    const double vs = safe != 0.0 ? v : 0.0;
+    return _sdfg_scan_pw_asd(_sdfg_scan_pw_asu(g) | _sdfg_scan_pw_asu(vs));
+#endif
+}
 template <typename T> static inline auto _sdfg_scan_xexp(bool, T x) { return dace::math::exp(x); }
 template <typename T> static inline auto _sdfg_scan_xlog(bool, T x) { return dace::math::log(x); }
 template <typename A, typename B> static inline auto _sdfg_scan_xpow(bool, A x, B y) { return dace::math::pow(x, y); }
@@ -234,10 +248,16 @@ class ScalarLaneLoops(VectorMath):
     :class:`VectorMath` (``-fopenmp-simd`` for the ``omp simd`` loop and the wrappers' simd clones, no
     trapping or errno math, 512-bit vectors on x86-64, ``-fno-thread-jumps``) and ``-fno-tree-sink`` (GCC
     sinks a call that one branch uses into that branch, and a call under a branch keeps the loop scalar),
-    after the IEEE flags of ``ExactArithmetic`` (no contraction, no reciprocal math). No libmvec."""
+    ``-fno-unswitch-loops`` and the raised growth limits of :class:`AccurateVectorMath` (the exact ``pow`` inlines
+    the checked accurate ``pow``: graupel's 26 copies in one loop passed GCC's limits, GCC left ``min``/``max``
+    as calls and the loop scalar, 0.52 s against 0.21 s for ``blocked``) and ``-fno-tree-pre`` (partial
+    redundancy elimination found a lane call computed in one branch and placed a copy of it under the
+    other: a call under a branch, and the loop scalar), after the IEEE flags of ``ExactArithmetic`` (no
+    contraction, no reciprocal math). No libmvec."""
 
     cmake_libraries: list[str] = []
-    cmake_compile_flags = LOOP_FLAGS + ["-fno-tree-sink"] + libm_flags()
+    cmake_compile_flags = LOOP_FLAGS + ["-fno-tree-sink", "-fno-tree-pre", "-fno-unswitch-loops", "--param=large-function-growth=10000",
+                                        "--param=large-function-insns=100000"] + libm_flags()
     dependencies: list[type] = [ExactArithmetic]
 
 
@@ -339,9 +359,10 @@ def check(node, state: dace.SDFGState, kcached: bool = False) -> str | None:
 
 
 def kernel(node, state: dace.SDFGState, if_convert: bool, block: int = BLOCK,
-           kcached: bool = False) -> tuple[str, dict]:
+           kcached: bool = False, exact_math: bool = False) -> tuple[str, dict]:
     """The C++ of the block kernel and the connector types (pointers) of the tasklet; ``kcached``: of
-    the body whose level-offset reads come from rings (module docstring)."""
+    the body whose level-offset reads come from rings (module docstring); ``exact_math`` (with
+    ``if_convert``): ``exp``/``log``/``pow`` in their exact lane form (:data:`SCALAR_LANE_MATH`)."""
     view = cells(node, state)
     if isinstance(view, str):
         raise Unsupported(view)
@@ -413,7 +434,7 @@ def kernel(node, state: dace.SDFGState, if_convert: bool, block: int = BLOCK,
     def part(blocks, simd: bool) -> list[str]:
         pw = Writer()
         pw._ids = w._ids
-        bw = BodyWriter(pw, if_convert)
+        bw = BodyWriter(pw, if_convert, exact_math)
         pw.depth = 1
         scope = Scope(body, dict(top.data), syms)
         for name, d in body.arrays.items():
@@ -478,17 +499,17 @@ def _applies(node, ctx, kcached: bool = False) -> str | None:
     return check(node, ctx.state, kcached)
 
 
-def _tasklet(node, state, if_convert: bool, kcached: bool = False) -> dace.nodes.Tasklet:
+def _tasklet(node, state, if_convert: bool, kcached: bool = False, exact_math: bool = False) -> dace.nodes.Tasklet:
     node.validate(state.sdfg, state)
     why = check(node, state, kcached)
     if why is not None:
         name = "blocked_kcached" if kcached else "blocked"
         raise node.error(f"the {name} expansion cannot build this scan: {why}; use 'levels_outside' or 'sequential'")
-    code, types = kernel(node, state, if_convert, kcached=kcached)
+    code, types = kernel(node, state, if_convert, kcached=kcached, exact_math=exact_math)
     ins = {c: types[c] for c in node.in_connectors}
     outs = {c: types[c] for c in node.out_connectors}
     return dace.nodes.Tasklet(f"{node.label}_blocked", ins, outs, code, language=dace.Language.CPP,
-                              code_global=VECTOR_MATH if if_convert else "")
+                              code_global=(SCALAR_LANE_MATH if exact_math else VECTOR_MATH) if if_convert else "")
 
 
 class _BlockedExpansion(ExpandTransformation):
@@ -496,6 +517,7 @@ class _BlockedExpansion(ExpandTransformation):
 
     if_convert = False
     kcached = False
+    exact_math = False
 
     @classmethod
     def applies(cls, node, ctx) -> str | None:
@@ -507,7 +529,7 @@ class _BlockedExpansion(ExpandTransformation):
 
     @classmethod
     def expansion(cls, node, parent_state, parent_sdfg):
-        return _tasklet(node, parent_state, if_convert=cls.if_convert, kcached=cls.kcached)
+        return _tasklet(node, parent_state, if_convert=cls.if_convert, kcached=cls.kcached, exact_math=cls.exact_math)
 
 
 @dace.library.expansion
@@ -538,6 +560,24 @@ class ExpandScanBlockedSIMD(_BlockedExpansion):
 
 
 @dace.library.expansion
+@declare(targets=("cpu",), reproducibility="exact", efficiency={"cpu:cell": 0.3})
+class ExpandScanBlockedExactSIMD(_BlockedExpansion):
+    """``blocked_simd``'s if-converted loop over a block's cells, exact: the arithmetic in vectors under the
+    IEEE-strict flags (each lane the program's operations in the program's order), ``exp``/``log`` glibc's
+    scalar calls per lane whose branch the program takes, ``pow`` the checked accurate ``pow`` with glibc's
+    call in the lanes where its value is not provably glibc's (:data:`SCALAR_LANE_MATH`,
+    ``vector_pow.CHECK_ULPS``). Bitwise ``blocked`` and the strict build. Ranked below ``blocked`` (the
+    cost model counts its libm calls as scalar ones and its selects like ``blocked_simd``'s): if-converted,
+    every lane computes every branch's ``pow``, which on graupel outweighs what the checked ``pow`` saves
+    (0.248 s against 0.202 s for ``blocked``, README "Exact vectorised loops"); pin it for bodies whose
+    ``pow`` calls are not under branches."""
+
+    environments = [ScalarLaneLoops]
+    if_convert = True
+    exact_math = True
+
+
+@dace.library.expansion
 @declare(targets=("cpu",), reproducibility="exact", efficiency={"cpu:cell": 0.45})   # blocked's: ties go to blocked
 class ExpandScanBlockedKCached(_BlockedExpansion):
     """``blocked`` with the body's level-offset input reads served by ``[W, B]`` rings (module
@@ -548,4 +588,4 @@ class ExpandScanBlockedKCached(_BlockedExpansion):
 
 
 __all__ = ["ACCURATE_POW_MATH", "BLOCK", "SCALAR_LANE_MATH", "VECTOR_MATH", "AccurateVectorMath", "ExpandScanBlocked", "ExpandScanBlockedKCached",
-           "ExpandScanBlockedSIMD", "ScalarLaneLoops", "VectorMath", "check", "kernel"]
+           "ExpandScanBlockedExactSIMD", "ExpandScanBlockedSIMD", "ScalarLaneLoops", "VectorMath", "check", "kernel"]

@@ -63,6 +63,20 @@ HI_QUANTUM = 42
 """``-log(c)``'s high part and ``ln 2``'s are multiples of 2^-42: ``k ln2_hi - log(c)_hi`` is exact."""
 LOG_TERMS = 10
 """``log1p(r)`` to ``r^10`` (``|r| <= 2^-7``: the first term left out is below 2^-70 of the result)."""
+CHECK_ULPS = 0.02
+CHECK_PER_Z = 2.0 ** -13
+"""The checked form (``_sdfg_scan_pow_core<true>``, what the ``exact`` class's vectorised loops use): a value
+is *safe*, provably glibc's scalar ``pow``, where ``x > 0`` and finite, ``y`` finite, the result a normal
+double, and the value before the final rounding lies farther than ``CHECK_ULPS + CHECK_PER_Z |y log x|``
+units in the last place from a midpoint between two doubles. Why that suffices: glibc's ``pow`` (the
+algorithm of its ``e_pow.c``, both its FMA and its plain variant) states its error as at most
+``ulperr_exp + |y log x| relerr_log 2^53`` ulp with ``ulperr_exp`` <= 0.511 and ``relerr_log`` <= 1.5 2^-68,
+that is 0.011 + 4.6e-5 |y log x| ulp beyond half an ulp; this value is within about 2^-70 relative (2^-17
+ulp, and 2^-17 |y log x| ulp through ``y log x``) of the exact one. A value closer to a midpoint than
+glibc's excess could round either way in glibc; farther, glibc's result can only be the double nearest
+to the exact value, which is this one's. The margins here are about twice those (0.02 against 0.011;
+2^-13 = 1.2e-4 against 4.6e-5 + 7.6e-6). Every other lane (about 4 % of graupel-like arguments) calls
+glibc."""
 
 
 def _double(bits: int) -> float:
@@ -195,7 +209,9 @@ def source() -> str:
 {_array("_sdfg_scan_pw_t_hi", t["t_hi"])}{_array("_sdfg_scan_pw_t_lo", t["t_lo"])}
 __attribute__((always_inline)) static inline double _sdfg_scan_pw_asd(uint64_t u) {{ double d; std::memcpy(&d, &u, 8); return d; }}
 __attribute__((always_inline)) static inline uint64_t _sdfg_scan_pw_asu(double d) {{ uint64_t u; std::memcpy(&u, &d, 8); return u; }}
-__attribute__((always_inline)) static inline double _sdfg_scan_pow_acc(double x, double y) {{
+// CHECK: also whether the value is provably glibc's (safe = 1.0): see vector_pow.CHECKED
+template <bool CHECK>
+__attribute__((always_inline)) static inline double _sdfg_scan_pow_core(double x, double y, double& safe) {{
     const double inf = __builtin_inf();
     const double ax = __builtin_fabs(x);
     const bool regular = (ax > 0.0) & (ax < inf);            // |x| positive and finite (not NaN)
@@ -270,8 +286,24 @@ __attribute__((always_inline)) static inline double _sdfg_scan_pow_acc(double x,
     const double sc1 = _sdfg_scan_pw_asd((ex1b + (1023 - 4096)) << 52);
     const double sc2 = _sdfg_scan_pw_asd((exb - ex1b + (1023 - 4096)) << 52);
     const double mag = (m * sc1) * sc2;
+    if constexpr (CHECK) {{
+        // m = s + mlo rounded once (|s| >= |mlo|: its error is exact); how far the value before that rounding
+        // lies from a midpoint between two doubles, in units in the last place of m, against glibc's error
+        // bound beyond half an ulp for this |y log x| (vector_pow.CHECK_ULPS); m a power of two is never safe
+        // (the doubles below it are twice as dense as its ulp)
+        const double tail = mlo - (m - s);
+        const uint64_t mu = _sdfg_scan_pw_asu(m);
+        const double ulp = _sdfg_scan_pw_asd(mu & 0x7FF0000000000000ULL) * 0x1p-52;
+        const double bound = ({0.5 - CHECK_ULPS} - __builtin_fabs(zh) * {_hex(CHECK_PER_Z)}) * ulp;
+        safe = ((x > 0.0) & regular & !one & !nanres & (zc == zh) & (__builtin_fabs(tail) < bound)
+                & ((mu & 0xFFFFFFFFFFFFFULL) != 0) & (mag >= 0x1p-1022) & (mag < inf)) ? 1.0 : 0.0;
+    }}
     // NaN where C's pow gives NaN; the sign of x where y is an odd integer (-0 too)
     return __builtin_copysign(mag + (nanres ? __builtin_nan("") : 0.0), yodd ? x : 1.0);
+}}
+__attribute__((always_inline)) static inline double _sdfg_scan_pow_acc(double x, double y) {{
+    double unused;
+    return _sdfg_scan_pow_core<false>(x, y, unused);
 }}
 #endif
 """

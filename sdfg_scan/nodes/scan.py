@@ -14,7 +14,12 @@ from sdfg_scan.cost import CELL_OUTER_SECONDS, FORK_JOIN_SECONDS, branch_seconds
 from sdfg_scan.expansions import declare
 from sdfg_scan.expansions.environments import ExactArithmetic
 from sdfg_scan.expansions.levels_outside import body_plan, cell_contiguous, interchange_single_map, parallel_levels
-from sdfg_scan.expansions.scan_blocked import ExpandScanBlocked, ExpandScanBlockedKCached, ExpandScanBlockedSIMD
+from sdfg_scan.expansions.scan_blocked import (
+    ExpandScanBlocked,
+    ExpandScanBlockedExactSIMD,
+    ExpandScanBlockedKCached,
+    ExpandScanBlockedSIMD,
+)
 from sdfg_scan.expansions.scan_blocked_codegen import cell_dims, stride_kind
 from sdfg_scan.expansions.scan_body import LEVELS, stride_symbol
 from sdfg_scan.expansions.scan_columns import cell_map, cell_symbols, mapped_columns, nested_column, per_level
@@ -141,6 +146,8 @@ class Scan(ColumnNode):
     ``blocked``           cpu        exact      ``columns="cells"``: blocks of B contiguous cells, level loop
                                                 inside, the body inlined as C++ per cell (scan_blocked.py)
     ``blocked_simd``      cpu        replay     ``blocked``, branches if-converted, vector libm (libmvec)
+    ``blocked_simd_exact`` cpu       exact      ``blocked_simd``'s loop, glibc's scalar exp/log per lane, pow
+                                                checked (glibc's call where not provably its value)
     ``blocked_kcached``   cpu        exact      ``blocked`` with level-offset input reads from ``[W, B]`` rings
     ``auto``              cpu, gpu   (chosen)   the cheapest eligible (:class:`ExpandScanAuto`)
     ====================  =========  =========  ==============================================
@@ -149,6 +156,7 @@ class Scan(ColumnNode):
     implementations = {"sequential": ExpandScanSequential, "levels_outside": ExpandScanLevelsOutside,
                        "kcached": ExpandScanKCached,
                        "blocked": ExpandScanBlocked, "blocked_simd": ExpandScanBlockedSIMD,
+                       "blocked_simd_exact": ExpandScanBlockedExactSIMD,
                        "blocked_kcached": ExpandScanBlockedKCached, "auto": ExpandScanAuto}
     default_implementation = "auto"
 
