@@ -370,13 +370,49 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int, profile_seconds: 
     return rows
 
 
+def bench_graupel_static(samples: int) -> list[str]:
+    """``graupel_run`` (the static-domain fixture, 100 cells x 65 levels): gt4py's SDFG (default flags,
+    IEEE-strict) against ``optimize`` under ``exact`` and ``replay``, each with scalar and with vectorised
+    maps; exact rows checked bitwise against the strict build. Min of ``samples`` interleaved calls."""
+
+    form = "graupel_run.opt_nohooks"
+    kw = fx.inputs(form, fx.load(form))
+
+    def opt(rep: str, maps: bool):
+        sdfg = fx.load(form)
+        sdfg_scan.optimize(sdfg, target="cpu", reproducibility=rep, inplace=GRAUPEL_INPLACE, vectorize_maps=maps)
+        return sdfg
+
+    variants = {"gt4py default flags": _compile_default_flags(fx.load(form)),
+                "gt4py IEEE-strict": fx.compile_once("bench_static_strict", fx.load(form))}
+    for rep in ("exact", "replay"):
+        for maps in (False, True):
+            variants[f"{rep}, maps {'vectorised' if maps else 'scalar'}"] = fx.compile_once(
+                f"bench_static_{rep}_{maps}", opt(rep, maps))
+    outs = fx.outputs_of(variants, kw)
+    for k in ("exact, maps scalar", "exact, maps vectorised"):
+        fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs[k])
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(samples):
+        for k, c in variants.items():
+            args = fx.fresh(kw)
+            t0 = time.perf_counter()
+            c(**args)
+            times[k].append(time.perf_counter() - t0)
+    base = min(times["gt4py default flags"])
+    rows = ["graupel_run (static, 100 x 65): exact rows bitwise equal to the IEEE-strict build"]
+    rows += [f"  {k:30} min {min(t):.3e} s  med {np.median(t):.3e} s  speed-up vs default flags {base / min(t):5.2f}"
+             for k, t in times.items()]
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ncells", type=int, default=20480)
     ap.add_argument("--nlev", type=int, default=65)
     ap.add_argument("--samples", type=int, default=7)
     ap.add_argument("--repeat", type=int, default=50)
-    ap.add_argument("--only", choices=("all", "dycore_pair", "graupel_blocked"), default="all")
+    ap.add_argument("--only", choices=("all", "dycore_pair", "graupel_blocked", "graupel_static"), default="all")
     ap.add_argument("--profile-seconds", type=float, default=4.0,
                     help="graupel rows: perf profile of each main variant for this long (0: none)")
     ap.add_argument("--graupel-rows", default="",
@@ -386,6 +422,9 @@ def main(argv=None) -> int:
     only_rows = [r.strip() for r in a.graupel_rows.split(",") if r.strip()] or None
     if not fx.available():
         print(fx.SKIP_REASON)
+        return 0
+    if a.only == "graupel_static":
+        print("\n".join(bench_graupel_static(max(a.samples, 15))))
         return 0
     if a.only == "graupel_blocked":
         print("\n".join(bench_graupel_blocked((a.ncells, a.nlev), a.samples, a.profile_seconds, only_rows)))

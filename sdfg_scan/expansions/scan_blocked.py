@@ -471,11 +471,14 @@ def kernel(node, state: dace.SDFGState, if_convert: bool, block: int = BLOCK,
     else:
         head = f"for (long long {syms[var]} = {sym2cpp(stop)} - 1; {syms[var]} >= {sym2cpp(start)}; --{syms[var]}) {{"
     code = [f"const long long _cb = {sym2cpp(cb)};", f"const long long _ce = {sym2cpp(ce)} + 1;",
-            f"const long long _nblk = (_ce - _cb + {block - 1}) / {block};"]
+            # cells per block: up to the block arrays' capacity, fewer where there are fewer cells than threads
+            # times the capacity (a multiple of 8, so that every thread gets a block)
+            f"const long long _bs = sdfg_scan_block_size(_ce - _cb, {block});",
+            "const long long _nblk = (_ce - _cb + _bs - 1) / _bs;"]
     blocks = ["#pragma omp parallel for schedule(static)",
               "for (long long _blk = 0; _blk < _nblk; ++_blk) {",
-              f"    const long long _c0 = _cb + _blk * {block};",
-              f"    const long long _n = (_ce - _c0) < {block} ? (_ce - _c0) : {block};"]
+              "    const long long _c0 = _cb + _blk * _bs;",
+              "    const long long _n = (_ce - _c0) < _bs ? (_ce - _c0) : _bs;"]
     blocks += ["    " + h for h in hoist_lines]
     blocks += ["    " + ln for ln in fill(lines_pre)]
     blocks += ["    " + head] + ["        " + ln for ln in fill(lines_loop)] + ["    }"]
@@ -499,6 +502,28 @@ def _applies(node, ctx, kcached: bool = False) -> str | None:
     return check(node, ctx.state, kcached)
 
 
+BLOCK_SIZE_CODE = """
+#ifndef SDFG_SCAN_BLOCK_SIZE
+#define SDFG_SCAN_BLOCK_SIZE
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+// cells per block of a blocked kernel: the block arrays' capacity, or fewer (a multiple of 8) where the cells
+// would give some threads no block (100 cells and 2 threads: two blocks of 56 and 44, not one of 100)
+static inline long long sdfg_scan_block_size(long long n, long long cap) {
+#ifdef _OPENMP
+    const long long t = omp_get_max_threads() > 0 ? omp_get_max_threads() : 1;
+#else
+    const long long t = 1;
+#endif
+    long long b = ((n + t - 1) / t + 7) / 8 * 8;
+    return b < 8 ? 8 : (b > cap ? cap : b);
+}
+#endif
+"""
+"""The block size of a blocked kernel at run time (any block size gives the same values: cells are independent)."""
+
+
 def _tasklet(node, state, if_convert: bool, kcached: bool = False, exact_math: bool = False) -> dace.nodes.Tasklet:
     node.validate(state.sdfg, state)
     why = check(node, state, kcached)
@@ -509,7 +534,8 @@ def _tasklet(node, state, if_convert: bool, kcached: bool = False, exact_math: b
     ins = {c: types[c] for c in node.in_connectors}
     outs = {c: types[c] for c in node.out_connectors}
     return dace.nodes.Tasklet(f"{node.label}_blocked", ins, outs, code, language=dace.Language.CPP,
-                              code_global=(SCALAR_LANE_MATH if exact_math else VECTOR_MATH) if if_convert else "")
+                              code_global=BLOCK_SIZE_CODE + ((SCALAR_LANE_MATH if exact_math else VECTOR_MATH)
+                                                             if if_convert else ""))
 
 
 class _BlockedExpansion(ExpandTransformation):
