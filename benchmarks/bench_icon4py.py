@@ -277,6 +277,18 @@ def profile_summary(label: str, compiled, kw: dict, seconds: float) -> list[str]
     return rows
 
 
+def _interleaved_rows(variants: dict, kw: dict, samples: int) -> list[str]:
+    """One row per compiled variant: min and median of ``samples`` calls, interleaved (load changes on the
+    shared machine hit every variant alike), and the speed-up over the ``"gt4py default flags"`` variant."""
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    for _ in range(samples):
+        for k, c in variants.items():
+            times[k] += samples_of(c, kw, 1, 1)
+    base = min(times["gt4py default flags"])
+    return [f"  {k:30} min {min(t):.3e} s  med {np.median(t):.3e} s  speed-up vs default flags {base / min(t):5.2f}"
+            for k, t in times.items()]
+
+
 def bench_graupel_blocked(size: tuple[int, int], samples: int, profile_seconds: float = 0.0,
                           only_rows: list[str] | None = None) -> list[str]:
     """``graupel_run_dyn`` at ``size``: gt4py's SDFG (DaCe default flags; IEEE-strict) vs the ``blocked``
@@ -352,14 +364,7 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int, profile_seconds: 
     for label in ("replay, maps scalar", "auto (replay)", "+ vectorize_cell_maps, fast pow"):   # (+ persistent: bitwise)
         if label in outs:
             rows += _replay_error(label, ref, outs[label])
-    times = {k: [] for k in variants}
-    for _ in range(samples):   # interleaved: load changes on the shared machine hit every variant alike
-        for k, c in variants.items():
-            times[k] += samples_of(c, kw, 1, 1)
-    base = min(times["gt4py default flags"])
-    for k, t in times.items():
-        rows.append(f"  {k:30} min {min(t):.3e} s  med {np.median(t):.3e} s  speed-up vs default flags "
-                    f"{base / min(t):5.2f}")
+    rows += _interleaved_rows(variants, kw, samples)
     if profile_seconds > 0:
         for k in ("gt4py default flags", "auto (exact)", "+ vectorize_maps (exact)", "blocked + vectorize_maps (exact)",
                   "blocked_simd_exact (exact)", "replay, maps scalar",
@@ -374,7 +379,6 @@ def bench_graupel_static(samples: int) -> list[str]:
     """``graupel_run`` (the static-domain fixture, 100 cells x 65 levels): gt4py's SDFG (default flags,
     IEEE-strict) against ``optimize`` under ``exact`` and ``replay``, each with scalar and with vectorised
     maps; exact rows checked bitwise against the strict build. Min of ``samples`` interleaved calls."""
-
     form = "graupel_run.opt_nohooks"
     kw = fx.inputs(form, fx.load(form))
 
@@ -392,18 +396,8 @@ def bench_graupel_static(samples: int) -> list[str]:
     outs = fx.outputs_of(variants, kw)
     for k in ("exact, maps scalar", "exact, maps vectorised"):
         fx.assert_bitwise_equal(outs["gt4py IEEE-strict"], outs[k])
-    times: dict[str, list[float]] = {k: [] for k in variants}
-    for _ in range(samples):
-        for k, c in variants.items():
-            args = fx.fresh(kw)
-            t0 = time.perf_counter()
-            c(**args)
-            times[k].append(time.perf_counter() - t0)
-    base = min(times["gt4py default flags"])
-    rows = ["graupel_run (static, 100 x 65): exact rows bitwise equal to the IEEE-strict build"]
-    rows += [f"  {k:30} min {min(t):.3e} s  med {np.median(t):.3e} s  speed-up vs default flags {base / min(t):5.2f}"
-             for k, t in times.items()]
-    return rows
+    return (["graupel_run (static, 100 x 65): exact rows bitwise equal to the IEEE-strict build"]
+            + _interleaved_rows(variants, kw, samples))
 
 
 def main(argv=None) -> int:

@@ -270,7 +270,7 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         its exact form (the arithmetic in vectors, every ``exp``/``log`` the program's scalar call per lane,
         ``pow`` the checked accurate ``pow`` with glibc's call in the lanes where its value is not provably
         glibc's: bitwise the program under the same IEEE-strict flags; ``graupel_run_dyn`` 1.51 to 1.55x against
-        1.47x with scalar maps, but ``graupel_run``'s map, which GCC leaves scalar, 0.51x against 1.09x: README).
+        1.47x with scalar maps, but ``graupel_run``'s map, which GCC leaves scalar, 0.42x against 1.06x: README).
         None (the default): under ``replay`` only; True or False: under every class, or none. A
         vectorised map indexes through the strides its arrays have when ``optimize`` runs: pass False where
         the layout changes afterwards (the gt4py hooks' first stage, before gt4py's final strides).

@@ -227,6 +227,12 @@ class VectorMath:
     dependencies: list[type] = []
 
 
+INLINED_POW_FLAGS = ["-fno-tree-sink", "-fno-unswitch-loops", "--param=large-function-growth=10000",
+                     "--param=large-function-insns=100000"]
+"""What a cell loop with the accurate ``pow`` inlined at every call needs (:class:`AccurateVectorMath` says why,
+flag by flag); :class:`ScalarLaneLoops` inlines its checked form."""
+
+
 @dace.library.environment
 class AccurateVectorMath(VectorMath):
     """:class:`VectorMath` for ``VectorizeCellMap(accurate_pow=True)``, with ``-fno-tree-sink`` (GCC sinks
@@ -238,8 +244,7 @@ class AccurateVectorMath(VectorMath):
     loop-invariant condition, a 290 KB function; without the copies graupel under replay ran 0.101 s
     against 0.110 s, bitwise the same values, ``benchmarks/bench_icon4py.py``). No flag changes a value."""
 
-    cmake_compile_flags = LOOP_FLAGS + ["-fno-tree-sink", "-fno-unswitch-loops", "--param=large-function-growth=10000",
-                                        "--param=large-function-insns=100000"] + libm_flags()
+    cmake_compile_flags = LOOP_FLAGS + INLINED_POW_FLAGS + libm_flags()
 
 
 @dace.library.environment
@@ -256,8 +261,7 @@ class ScalarLaneLoops(VectorMath):
     contraction, no reciprocal math). No libmvec."""
 
     cmake_libraries: list[str] = []
-    cmake_compile_flags = LOOP_FLAGS + ["-fno-tree-sink", "-fno-tree-pre", "-fno-unswitch-loops", "--param=large-function-growth=10000",
-                                        "--param=large-function-insns=100000"] + libm_flags()
+    cmake_compile_flags = LOOP_FLAGS + INLINED_POW_FLAGS + ["-fno-tree-pre"] + libm_flags()
     dependencies: list[type] = [ExactArithmetic]
 
 

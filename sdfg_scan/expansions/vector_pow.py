@@ -209,7 +209,7 @@ def source() -> str:
 {_array("_sdfg_scan_pw_t_hi", t["t_hi"])}{_array("_sdfg_scan_pw_t_lo", t["t_lo"])}
 __attribute__((always_inline)) static inline double _sdfg_scan_pw_asd(uint64_t u) {{ double d; std::memcpy(&d, &u, 8); return d; }}
 __attribute__((always_inline)) static inline uint64_t _sdfg_scan_pw_asu(double d) {{ uint64_t u; std::memcpy(&u, &d, 8); return u; }}
-// CHECK: also whether the value is provably glibc's (safe = 1.0): see vector_pow.CHECKED
+// CHECK: also whether the value is provably glibc's (safe = 1.0): see vector_pow.CHECK_ULPS
 template <bool CHECK>
 __attribute__((always_inline)) static inline double _sdfg_scan_pow_core(double x, double y, double& safe) {{
     const double inf = __builtin_inf();
