@@ -14,7 +14,7 @@ from sdfg_scan import __version__
 EXACT_ENV = "sdfg_scan.expansions.environments.ExactArithmetic"
 """The environment whose compile flags make a program IEEE-strict (``reproducibility="exact"``)."""
 
-HOOKS_REVISION = f"{__version__}-21"
+HOOKS_REVISION = f"{__version__}-22"
 """sdfg_scan's version and a revision of what the hooks do. Every stage carries it as a field, so it is part
 of the fingerprint gt4py keys its (persistent) translation cache with: programs an older sdfg_scan
 translated are not served to a newer one. Bump it when lifting, recognition or selection changes (-8: the
@@ -31,7 +31,8 @@ recurrences removed, temporaries written in every arm of an ``if`` before they a
 symbols read by the constant tasklets ``LiftCellMap`` moves into the body are mapped; -19: the first stage
 leaves the maps unvectorised; -20: a vectorised map reads a bool scalar argument per lane from a block
 array, and the accurate-pow builds do not unswitch loops; -21: the exact flags end with
-``-fno-math-errno -fno-trapping-math``)."""
+``-fno-math-errno -fno-trapping-math``; -22: the exact flags as one string, in a fixed order, the exact lane
+form's checked ``pow``, blocked kernels' blocks sized by the thread count)."""
 
 
 @dataclass
