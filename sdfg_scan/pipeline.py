@@ -22,7 +22,7 @@ available is skipped and named in the report):
    ``scans_specialised``; such scans are no longer ``Scan`` nodes, so they leave ``scans_after``);
 4. ``LiftCellMap``: each lifted scan takes gt4py's map over cells into its node
    (``columns="cells"``), so that the schedule over cells is the expansion's choice; on the CPU under
-   ``replay`` (by default; ``vectorize_maps=True`` under the other classes), ``VectorizeCellMap`` writes
+   ``replay`` and ``exact`` (by default; ``vectorize_maps=True`` under ``approx``), ``VectorizeCellMap`` writes
    each top-level pointwise map over cells as one loop nest with an ``omp simd`` cell loop: vector math
    (``replay``: the accurate ``pow``), under ``exact`` the program's scalar ``exp``/``log`` per lane and the
    checked ``pow`` (glibc's value in every lane, ``vector_pow.CHECK_ULPS``) (``maps_vectorized``);
@@ -269,9 +269,9 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         not), under ``approx`` with vector math (libmvec, ``pow`` as ``exp(y log x)``), under ``exact`` in
         its exact form (the arithmetic in vectors, every ``exp``/``log`` the program's scalar call per lane,
         ``pow`` the checked accurate ``pow`` with glibc's call in the lanes where its value is not provably
-        glibc's: bitwise the program under the same IEEE-strict flags; ``graupel_run_dyn`` 1.51 to 1.55x against
-        1.47x with scalar maps, but ``graupel_run``'s map, which GCC leaves scalar, 0.42x against 1.06x: README).
-        None (the default): under ``replay`` only; True or False: under every class, or none. A
+        glibc's: bitwise the program under the same IEEE-strict flags; ``graupel_run_dyn`` 1.53 to 1.55x against
+        1.48x with scalar maps; ``graupel_run``, 100 cells, 0.95x against 1.06x: README).
+        None (the default): under ``replay`` and ``exact``; True or False: under every class, or none. A
         vectorised map indexes through the strides its arrays have when ``optimize`` runs: pass False where
         the layout changes afterwards (the gt4py hooks' first stage, before gt4py's final strides).
     """
@@ -285,10 +285,10 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     from sdfg_scan.select import build_flags, pin_flags, select_expansions
 
     if vectorize_maps is not None and not isinstance(vectorize_maps, bool):
-        raise TypeError(f"sdfg_scan.optimize: vectorize_maps must be True, False or None (under replay only), "
+        raise TypeError(f"sdfg_scan.optimize: vectorize_maps must be True, False or None (under replay and exact), "
                         f"got {vectorize_maps!r}")
     if vectorize_maps is None:
-        vectorize_maps = reproducibility == "replay"
+        vectorize_maps = reproducibility in ("replay", "exact")
     if persistent_transients not in (False, None, *PERSISTENT_MODES):
         raise ValueError(f"sdfg_scan.optimize: persistent_transients must be one of {PERSISTENT_MODES} or "
                          f"False, got {persistent_transients!r}")

@@ -17,7 +17,8 @@ written out as straight-line C++ per cell, the way DaCe's CPU code generator wou
   over cells with masks. An element of memory written in every branch (an ``else`` included: the
   element is written whatever the condition) is selected like a value and written once after the
   block; a branch that writes memory the other branches do not keeps the ``if`` (the correct
-  fallback: no address is read or written that the program would not touch).
+  fallback: no address is read or written that the program would not touch), unless ``read_back`` (pointwise
+  maps) and the body read that element unconditionally before: then it is selected against its old value.
 
 Symbols assigned on the unconditional interstate edges of a chain become C++ locals. Anything else
 (loops inside the body, conditional interstate edges, streams, views,
@@ -359,8 +360,17 @@ def vector_math(text: str, exact: bool = False, active: str = "true") -> str:
 class BodyWriter:
     """Writes the blocks of a body (and its nested SDFGs) as per-cell C++ into a :class:`Writer`."""
 
-    def __init__(self, w: Writer, if_convert: bool, exact_math: bool = False):
+    def __init__(self, w: Writer, if_convert: bool, exact_math: bool = False, read_back: bool = False):
         self.w, self.if_convert = w, if_convert
+        # read_back: an element of memory that only some branches of an if-converted block write is selected
+        # too (its value before the block where no branch writes it) and stored for every lane, when the body
+        # has read that same element unconditionally before the block: the address is valid in every lane,
+        # and a lane that keeps it stores back the value it holds. Only for bodies whose lanes each own the
+        # elements they write (a pointwise map: no other point writes or reads them); off, such a block
+        # stays a plain ``if``
+        self.read_back = read_back
+        self.readable: set[str] = set()   # memory elements every lane has read outside any branch
+        self.plain = 0   # depth of plain (not if-converted) ``if`` s around the block being written
         self.exact_math = exact_math   # if-converted, but exp/log/pow stay the program's scalar calls
         self.active: list[str] = []   # exact_math: the lane predicate of each if-converted branch being written
         self.overrides: list[dict[str, str]] = []   # if-converted branches: lvalue -> temporary
@@ -386,9 +396,9 @@ class BodyWriter:
             return cur
         if ref.memory:
             # an element of memory: written after the block, selected, where every branch writes it
-            # (checked in _select); its old value is never selected, so it is not read
+            # (checked in _select); its old value is never selected, so it is not read (unless read_back)
             self.memory_texts[text] = ref.ctype
-            if cur == text:
+            if cur == text and text not in self.readable:
                 cur = f"{ref.ctype}{{}}"
         tmp = self.w.fresh("sel")
         self.temps[-1].append((tmp, cur, self.storage(ref.ctype)))
@@ -410,6 +420,8 @@ class BodyWriter:
     def load(self, ref: Ref, index: list[str]) -> str:
         text = ref.at(index)
         cur = self.lv(text)
+        if self.read_back and ref.memory and not self.overrides and not self.plain:
+            self.readable.add(text)
         if self.if_convert and ref.ctype == "bool" and cur == text:
             if ref.memory and _base(text) not in self.declared:
                 # a bool of the program's memory read as a comparison: GCC vectorises it as a mask,
@@ -498,7 +510,11 @@ class BodyWriter:
             head = "if" if i == 0 else "else if"
             self.w(f"{head} ({c}) {{" if c is not None else "else {")
             self.w.depth += 1
-            self.region(br, scope)
+            self.plain += 1
+            try:
+                self.region(br, scope)
+            finally:
+                self.plain -= 1
             self.w.depth -= 1
             self.w("}")
 
@@ -543,7 +559,8 @@ class BodyWriter:
         self.w.lines[decl_at:decl_at] = [f"{pad}{t} {n} = {v};" for n, v, t in all_temps]
         targets = list(dict.fromkeys(k for p in picks for k in p))
         for text in targets:
-            if text in self.memory_texts and (None not in flags or not all(text in p for p in picks)):
+            if (text in self.memory_texts and text not in self.readable
+                    and (None not in flags or not all(text in p for p in picks))):
                 raise _Fallback(text)   # memory some branch does not write: the plain ``if`` keeps it exact
         for text in targets:
             dst = self.store_target(text)
@@ -569,7 +586,7 @@ class BodyWriter:
         cur, ctype = self.lv(text), "auto"
         if text in self.memory_texts:
             ctype = self.memory_texts[text]
-            cur = f"{ctype}{{}}" if cur == text else cur
+            cur = f"{ctype}{{}}" if cur == text and text not in self.readable else cur
         # declared where the enclosing branch starts (its temps are hoisted there)
         self.temps[-1].append((tmp, cur, ctype))
         self.overrides[-1][text] = tmp
