@@ -269,8 +269,8 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         not), under ``approx`` with vector math (libmvec, ``pow`` as ``exp(y log x)``), under ``exact`` in
         its exact form (the arithmetic in vectors, every ``exp``/``log`` the program's scalar call per lane,
         ``pow`` the checked accurate ``pow`` with glibc's call in the lanes where its value is not provably
-        glibc's: bitwise the program under the same IEEE-strict flags; ``graupel_run_dyn`` 1.53 to 1.55x against
-        1.48x with scalar maps; ``graupel_run``, 100 cells, 0.95x against 1.06x: README).
+        glibc's: bitwise the program under the same IEEE-strict flags; ``graupel_run_dyn`` 1.42 to 1.52x against
+        1.40 to 1.46x with scalar maps in the runs of stop 36; ``graupel_run``, 100 cells, 0.96x against 1.06x: README).
         None (the default): under ``replay`` and ``exact``; True or False: under every class, or none. A
         vectorised map indexes through the strides its arrays have when ``optimize`` runs: pass False where
         the layout changes afterwards (the gt4py hooks' first stage, before gt4py's final strides).
