@@ -265,6 +265,20 @@ def test_blocked_refuses_gpu_and_single_columns():
     assert "generates no gpu code" in refusal(node, "blocked", Scan.implementations["blocked"], gpu)
 
 
+@pytest.mark.parametrize("impl", ["blocked", "blocked_simd", "blocked_simd_exact"])
+def test_a_pinned_blocked_variant_that_cannot_build_names_itself(impl, monkeypatch):
+    """Pinned on a scan the blocked kernels cannot build (here: ``check`` made to refuse it), the expansion
+    raises an error that names the variant pinned and the reason, not ``blocked`` for all of them."""
+    from sdfg_scan.expansions import scan_blocked
+
+    sdfg, scans = _lifted(FORMS[0])
+    node, _ = scans[0]
+    node.implementation = impl
+    monkeypatch.setattr(scan_blocked, "check", lambda *args, **kwargs: "a reason")
+    with pytest.raises(ValueError, match=f"the {impl} expansion cannot build this scan: a reason"):
+        sdfg.expand_library_nodes(recursive=False)
+
+
 def test_symbolic_cell_strides_follow_the_known_ones():
     """gt4py leaves graupel's tracer fields (a tuple) with a symbolic cell stride beside unit-stride ones:
     the layout counts as cell-contiguous, so ``replay`` picks ``blocked_simd`` there too; with every cell

@@ -532,7 +532,8 @@ def _tasklet(node, state, if_convert: bool, kcached: bool = False, exact_math: b
     node.validate(state.sdfg, state)
     why = check(node, state, kcached)
     if why is not None:
-        name = "blocked_kcached" if kcached else "blocked"
+        name = ("blocked_kcached" if kcached else "blocked" if not if_convert
+                else "blocked_simd_exact" if exact_math else "blocked_simd")
         raise node.error(f"the {name} expansion cannot build this scan: {why}; use 'levels_outside' or 'sequential'")
     code, types = kernel(node, state, if_convert, kcached=kcached, exact_math=exact_math)
     ins = {c: types[c] for c in node.in_connectors}
