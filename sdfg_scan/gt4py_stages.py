@@ -32,7 +32,8 @@ symbols read by the constant tasklets ``LiftCellMap`` moves into the body are ma
 leaves the maps unvectorised; -20: a vectorised map reads a bool scalar argument per lane from a block
 array, and the accurate-pow builds do not unswitch loops; -21: the exact flags end with
 ``-fno-math-errno -fno-trapping-math``; -22: the exact flags as one string, in a fixed order, the exact lane
-form's checked ``pow``, blocked kernels' blocks sized by the thread count)."""
+form's checked ``pow``, blocked kernels' blocks sized by the thread count; -23: a vectorised map selects an
+element of memory one arm writes where its body read that element before)."""
 
 
 @dataclass
