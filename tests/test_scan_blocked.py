@@ -295,3 +295,32 @@ def test_symbolic_cell_strides_follow_the_known_ones():
         if len(desc.shape) == 2 and not dace.symbolic.issymbolic(desc.strides[0]):
             desc.strides = (dace.symbol(f"__s_{c}"), desc.strides[1])
     assert context_of(node, state).layout.contiguity == "strided"
+
+
+def test_if_converted_blocks_hold_multiples_of_64_cells(tmp_path):
+    """An if-converted kernel (its bools kept as bytes) vectorises 64 cells at a time at 512 bits, so its blocks
+    hold a multiple of 64 cells where there are few cells per thread (a smaller block never entered the vector
+    loop); ``blocked`` keeps multiples of 8. The block size never exceeds the block arrays' capacity."""
+    import subprocess
+
+    from sdfg_scan.expansions import scan_blocked
+
+    _, scans = _lifted(FORMS[0])
+    node, state = scans[0]
+    plain, _ = scan_blocked.kernel(node, state, if_convert=False)
+    selects, _ = scan_blocked.kernel(node, state, if_convert=True)
+    assert f"sdfg_scan_block_size(_ce - _cb, {scan_blocked.BLOCK}, 8)" in plain
+    assert f"sdfg_scan_block_size(_ce - _cb, {scan_blocked.BLOCK}, 64)" in selects
+    src = tmp_path / "b.cpp"
+    src.write_text(scan_blocked.BLOCK_SIZE_CODE + """
+#include <cstdio>
+int main() {
+    const long long cases[][3] = {{100, 256, 64}, {100, 256, 8}, {1, 256, 64}, {0, 256, 64}, {100000, 256, 64},
+                                  {100, 16, 64}, {129, 256, 64}};
+    for (auto& c : cases) std::printf("%lld\\n", sdfg_scan_block_size(c[0], c[1], c[2]));
+}
+""")
+    exe = tmp_path / "b"
+    subprocess.run(["g++", "-O1", str(src), "-o", str(exe)], check=True)   # no OpenMP: one thread
+    got = [int(x) for x in subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()]
+    assert got == [128, 104, 64, 64, 256, 16, 192]
