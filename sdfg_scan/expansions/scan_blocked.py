@@ -520,7 +520,7 @@ BLOCK_SIZE_CODE = """
 // q is 64 for an if-converted cell loop: it keeps its bools as bytes, so GCC vectorises it 64 cells at a time
 // at 512 bits (32 at 256), and a block of fewer cells never enters the vector loop: it runs in the loop's
 // epilogue, partly one cell at a time with every branch computed (graupel_run, 100 cells, under replay:
-// blocks of 56 and 44 0.77x, of 64 and 36 1.04x against gt4py's build)
+// blocks of 56 and 44 0.77x, of 64 and 36 1.01x to 1.04x against gt4py's build, two runs)
 static inline long long sdfg_scan_block_size(long long n, long long cap, long long q) {
 #ifdef _OPENMP
     const long long t = omp_get_max_threads() > 0 ? omp_get_max_threads() : 1;

@@ -398,12 +398,16 @@ class BodyWriter:
             # an element of memory: written after the block, selected, where every branch writes it
             # (checked in _select); its old value is never selected, so it is not read (unless read_back)
             self.memory_texts[text] = ref.ctype
-            if cur == text and text not in self.readable:
-                cur = f"{ref.ctype}{{}}"
+            cur = self._memory_before(text, cur, ref.ctype)
         tmp = self.w.fresh("sel")
         self.temps[-1].append((tmp, cur, self.storage(ref.ctype)))
         self.overrides[-1][text] = tmp
         return tmp
+
+    def _memory_before(self, text: str, cur: str, ctype: str) -> str:
+        """The value an element of memory ``text`` starts an if-converted block's selection with: ``cur`` where
+        a temporary holds it or the body read it before (``read_back``), else a zero (never selected)."""
+        return f"{ctype}{{}}" if cur == text and text not in self.readable else cur
 
     def put(self, ref: Ref, index: list[str], ctype: str, value: str) -> None:
         """``ref[index] = value`` through :meth:`store`."""
@@ -586,7 +590,7 @@ class BodyWriter:
         cur, ctype = self.lv(text), "auto"
         if text in self.memory_texts:
             ctype = self.memory_texts[text]
-            cur = f"{ctype}{{}}" if cur == text and text not in self.readable else cur
+            cur = self._memory_before(text, cur, ctype)
         # declared where the enclosing branch starts (its temps are hoisted there)
         self.temps[-1].append((tmp, cur, ctype))
         self.overrides[-1][text] = tmp
