@@ -14,7 +14,7 @@ from sdfg_scan import __version__
 EXACT_ENV = "sdfg_scan.expansions.environments.ExactArithmetic"
 """The environment whose compile flags make a program IEEE-strict (``reproducibility="exact"``)."""
 
-HOOKS_REVISION = f"{__version__}-24"
+HOOKS_REVISION = f"{__version__}-25"
 """sdfg_scan's version and a revision of what the hooks do. Every stage carries it as a field, so it is part
 of the fingerprint gt4py keys its (persistent) translation cache with: programs an older sdfg_scan
 translated are not served to a newer one. Bump it when lifting, recognition or selection changes (-8: the
@@ -34,7 +34,8 @@ array, and the accurate-pow builds do not unswitch loops; -21: the exact flags e
 ``-fno-math-errno -fno-trapping-math``; -22: the exact flags as one string, in a fixed order, the exact lane
 form's checked ``pow``, blocked kernels' blocks sized by the thread count; -23: a vectorised map selects an
 element of memory one arm writes where its body read that element before; -24: if-converted blocked kernels
-split few cells into blocks of multiples of 64)."""
+split few cells into blocks of multiples of 64; -25: the exact lane calls' vector variants return at once
+where no lane is active)."""
 
 
 @dataclass

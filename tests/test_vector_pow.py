@@ -8,6 +8,7 @@ a vectorised cell loop is built with), compiled once per module: an ``omp simd``
 from __future__ import annotations
 
 import ctypes
+import math
 import platform
 import re
 import shutil
@@ -184,15 +185,20 @@ def test_packed_table_decodes_to_the_tables():
 
 CHECKED_HARNESS = """
 #include <cmath>
+extern "C" { long exp_calls = 0; }   // glibc exp calls the lane form made (run_xexp)
 namespace dace { namespace math {   // DaCe's functions as the program's build has them (errno-free entry points aside)
 static inline double pow(double a, double b) { return std::pow(a, b); }
-static inline double exp(double a) { return std::exp(a); }
+static inline double exp(double a) { ++exp_calls; return std::exp(a); }
 static inline double log(double a) { return std::log(a); }
 } }
 """ + "{lane_math}" + """
 extern "C" void run_xpow(const double* x, const double* y, double* r, long n) {
     #pragma omp simd
     for (long i = 0; i < n; ++i) r[i] = _sdfg_scan_xpow(true, x[i], y[i]);
+}
+extern "C" void run_xexp(const double* a, const double* x, double* r, long n) {   // -1 where a lane is idle
+    #pragma omp simd
+    for (long i = 0; i < n; ++i) { const bool on = a[i] != 0.0; const double e = _sdfg_scan_xexp(on, x[i]); r[i] = on ? e : -1.0; }
 }
 extern "C" void run_safe(const double* x, const double* y, double* r, long n) {
     #pragma omp simd
@@ -243,6 +249,32 @@ def test_the_exact_lane_form_is_bitwise_glibc(checked, rng_name):
     assert np.array_equal(ours.view(np.int64), ref.view(np.int64)), np.flatnonzero(ours.view(np.int64) != ref.view(np.int64))[:5]
 
 
+def test_idle_vectors_call_nothing_and_active_lanes_call_glibc(checked, tmp_path):
+    """The exact lane calls' vector variants (written in ``scan_blocked._lane_calls`` on x86-64 with GCC, so that a
+    vector with no active lane returns at once): glibc's ``exp`` once per active lane and nowhere else, its
+    values bitwise there, whole vectors idle and lanes active in any pattern; the loop calls those variants."""
+    lib, report, text = checked
+    n = 64 * 40
+    rng = np.random.default_rng(8)
+    x = rng.uniform(-30, 30, n)
+    a = np.zeros(n)
+    a[:64] = 1.0                                    # a whole block active
+    a[128:2048] = rng.uniform(0, 1, 1920) < 0.05    # scattered lanes (most vectors idle)
+    a[2048 + 3] = 1.0                               # one lane
+    calls = ctypes.c_long.in_dll(lib, "exp_calls")
+    calls.value = 0
+    r = _call(lib, "run_xexp", a, x)
+    on = a != 0.0
+    assert calls.value == on.sum()
+    glibc = np.array([math.exp(v) for v in x[on]])   # Python's math.exp is libm's (NumPy's exp is its own)
+    assert np.array_equal(r[on].view(np.int64), glibc.view(np.int64)) and np.all(r[~on] == -1.0)
+    if _vector_isa() and shutil.which("nm") and platform.machine() == "x86_64":
+        syms = subprocess.run(["nm", lib._name], capture_output=True, text=True, check=True).stdout
+        assert re.search(r"_ZGV[bcde]N\d+vv__sdfg_scan_xexp1_s", syms), "the hand-written variants are not built"
+        line = next(i for i, t in enumerate(text.splitlines(), 1) if "_sdfg_scan_xexp(on, x[i])" in t)
+        assert re.search(rf"checked\.cpp:{line}:\d+: optimized: loop vectorized", report), report
+
+
 def test_most_lanes_skip_glibc_and_safe_ones_are_far_from_a_midpoint(checked):
     """On microphysics-like inputs more than 90 % of the lanes are safe (no glibc call); on a sample of safe
     ones, ``decimal`` at 50 digits puts the exact value farther than ``CHECK_ULPS`` from a midpoint between
@@ -273,3 +305,19 @@ def test_the_exact_lane_loop_is_vectorised(checked):
     _, report, text = checked
     line = text.splitlines().index("    for (long i = 0; i < n; ++i) r[i] = _sdfg_scan_xpow(true, x[i], y[i]);") + 1
     assert re.search(rf"checked\.cpp:{line}:\d+: optimized: loop vectorized", report), report
+
+
+def test_importing_the_package_does_not_build_the_tables():
+    """The accurate ``pow``'s tables (computed with :mod:`decimal`) are built when a kernel first asks for its
+    code, not when ``sdfg_scan`` and its transformations are imported; the lazy module constants give the
+    same text as the functions."""
+    import sys
+
+    probe = ("import sdfg_scan, sdfg_scan.transformations.vectorize_cell_map\n"
+             "from sdfg_scan.expansions import scan_blocked, vector_pow\n"
+             "assert vector_pow.source.cache_info().currsize == 0, 'built at import'\n"
+             "assert scan_blocked.SCALAR_LANE_MATH == scan_blocked.scalar_lane_math()\n"
+             "assert scan_blocked.ACCURATE_POW_MATH == scan_blocked.accurate_pow_math()\n"
+             "assert vector_pow.source.cache_info().currsize == 1\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]

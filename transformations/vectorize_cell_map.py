@@ -59,13 +59,13 @@ from dace.transformation import transformation as xf
 
 from sdfg_scan.expansions import scan_blocked_codegen as codegen
 from sdfg_scan.expansions.scan_blocked import (
-    ACCURATE_POW_MATH,
     BLOCK,
-    SCALAR_LANE_MATH,
     VECTOR_MATH,
     AccurateVectorMath,
     ScalarLaneLoops,
     VectorMath,
+    accurate_pow_math,
+    scalar_lane_math,
 )
 from sdfg_scan.expansions.scan_blocked_codegen import LANE, BodyWriter, Ref, Scope, Unsupported, Writer
 
@@ -289,8 +289,8 @@ class VectorizeCellMap(xf.SingleStateTransformation):
         after = [e.dst for e in graph.out_edges(exit_) if e.data.data is None]
         glob, call = _as_function(sdfg, f"{entry.map.label}_{sdfg.cfg_id}_{graph.block_id}", code, ins, outs)
         t = graph.add_tasklet(f"{entry.map.label}_vectorized", ins, outs, call, language=dtypes.Language.CPP,
-                              code_global=(SCALAR_LANE_MATH if self.exact else
-                                           (ACCURATE_POW_MATH if self.accurate_pow else "") + VECTOR_MATH) + glob)
+                              code_global=(scalar_lane_math() if self.exact else
+                                           (accurate_pow_math() if self.accurate_pow else "") + VECTOR_MATH) + glob)
         # libmvec and the flags GCC needs to vectorise the loop (not only where a blocked_simd node brings them)
         env = ScalarLaneLoops if self.exact else AccurateVectorMath if self.accurate_pow else VectorMath
         t.environments = {env.full_class_path()}  # type: ignore[attr-defined]  # by @dace.library.environment

@@ -116,7 +116,7 @@ template <typename A, typename B> static inline auto _sdfg_scan_vpow(A x, B y) {
 #endif
 """ + QUIET_COMPARE
 
-ACCURATE_POW_MATH = vector_pow.source() + """
+_ACCURATE_POW_CALL = """
 #ifndef SDFG_SCAN_ACCURATE_POW_CALL
 #define SDFG_SCAN_ACCURATE_POW_CALL
 // VectorizeCellMap(accurate_pow=True) (what optimize applies under replay by default): pow as
@@ -131,13 +131,60 @@ template <typename A, typename B> static inline auto _sdfg_scan_apow(A x, B y) {
 #endif
 """
 
-SCALAR_LANE_MATH = vector_pow.source() + """
+_LANE_ISAS = (("b", 2, "__m128d", "sse2", "_mm_movemask_pd(_mm_cmpneq_pd(a, _mm_setzero_pd()))"),
+              ("c", 4, "__m256d", "avx", "_mm256_movemask_pd(_mm256_cmp_pd(a, _mm256_setzero_pd(), _CMP_NEQ_UQ))"),
+              ("d", 4, "__m256d", "avx2", "_mm256_movemask_pd(_mm256_cmp_pd(a, _mm256_setzero_pd(), _CMP_NEQ_UQ))"),
+              ("e", 8, "__m512d", "avx512f", "_mm512_cmp_pd_mask(a, _mm512_setzero_pd(), _CMP_NEQ_UQ)"))
+"""x86-64's vector function ABI variants of a ``declare simd notinbranch`` function (GCC expects all four of an
+external one): ISA letter, lanes of doubles, vector type, target, "some lane is active" (``a != 0``, NaN
+included, as the scalar test)."""
+
+
+def _lane_calls() -> str:
+    """The C++ of ``_sdfg_scan_x{exp,log,pow}1(a, ...)``: glibc's scalar call where ``a != 0``, else +0, as a
+    ``declare simd`` function GCC calls from a vectorised loop once per vector of lanes.
+
+    On x86-64 with GCC the vector variants are written here, not generated: GCC's own clone of such a function
+    stores the lanes, loops over them and returns the results through memory, also when no lane is active
+    (most calls: a branch the vector's points do not take, or a ``pow`` every lane of which the checked value
+    covers); the cost was about 9 % of ``graupel_run_dyn`` under ``exact`` in a profile, most of it in the
+    reload of the result (a store-forwarding stall). These return zeros at once when no lane is active and
+    otherwise call the scalar function in the active lanes, the same calls on the same arguments as GCC's
+    clone (bitwise the same program). The scalar entry point (the loop's remainder) and the variants are
+    hidden symbols of the program's library; elsewhere GCC's clones of a static function, as before."""
+    fns = (("exp", ("x",)), ("log", ("x",)), ("pow", ("x", "y")))
+    own, generic = [], []
+    for f, args in fns:
+        params = ", ".join(f"double {a}" for a in ("a", *args))
+        call = f"a != 0.0 ? _sdfg_scan_x{f}0({', '.join(args)}) : 0.0"
+        generic.append(f"#pragma omp declare simd notinbranch\n__attribute__((noinline, const)) static double "
+                       f"_sdfg_scan_x{f}1({params}) noexcept {{\n    return {call}; }}")
+        own.append(f'extern "C" __attribute__((noinline, visibility("hidden"))) double _sdfg_scan_x{f}1_s({params}) '
+                   f"noexcept {{\n    return {call}; }}\n#pragma omp declare simd notinbranch\n"
+                   f'extern "C" __attribute__((const)) double _sdfg_scan_x{f}1({params}) noexcept '
+                   f'__asm__("_sdfg_scan_x{f}1_s");')
+        for isa, n, vt, target, any_active in _LANE_ISAS:
+            vparams = ", ".join(f"{vt} {a}" for a in ("a", *args))
+            lanes = ", ".join(f"{a}[i]" for a in args)
+            own.append(f'extern "C" __attribute__((target("{target}"), visibility("hidden"))) {vt} '
+                       f"_ZGV{isa}N{n}{'v' * (len(args) + 1)}__sdfg_scan_x{f}1_s({vparams}) {{\n"
+                       f"    {vt} r = {vt}{{}};\n    if ({any_active} == 0) return r;\n"
+                       f"    for (int i = 0; i < {n}; ++i) if (a[i] != 0.0) r[i] = _sdfg_scan_x{f}0({lanes});\n"
+                       f"    return r; }}")
+    return ("#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)\n#include <immintrin.h>\n"
+            + "\n".join(own) + "\n#else\n" + "\n".join(generic) + "\n#endif\n")
+
+
+_LANE_CALLS = _lane_calls()
+
+_SCALAR_LANE = """
 #ifndef SDFG_SCAN_SCALAR_LANE_MATH
 #define SDFG_SCAN_SCALAR_LANE_MATH
 #include <cmath>
 // exact vectorised loops: the loop's arithmetic in vectors, exp/log/pow the program's own scalar calls, one
 // per lane whose branch the program takes. GCC vectorises a call only through a simd clone:
-// _sdfg_scan_x*1's clones loop over the lanes and call _sdfg_scan_x*0 where the lane is active. No simd
+// _sdfg_scan_x*1's vector variants return zeros when no lane is active and otherwise call _sdfg_scan_x*0
+// in the active lanes (on x86-64 with GCC written below, not GCC's clones: scan_blocked._lane_calls). No simd
 // declaration reaches _sdfg_scan_x*0 (noipa: not inlined, no caller's constant propagated into it), so
 // glibc's scalar function (or its errno-free entry point, sdfg_scan_libm.h) computes every value the
 // program selects, on the program's arguments. noexcept and const: no exception edge and no memory effect,
@@ -146,16 +193,7 @@ SCALAR_LANE_MATH = vector_pow.source() + """
 __attribute__((noipa)) static double _sdfg_scan_xexp0(double x) noexcept { return dace::math::exp(x); }
 __attribute__((noipa)) static double _sdfg_scan_xlog0(double x) noexcept { return dace::math::log(x); }
 __attribute__((noipa)) static double _sdfg_scan_xpow0(double x, double y) noexcept { return dace::math::pow(x, y); }
-#pragma omp declare simd notinbranch
-__attribute__((noinline, const)) static double _sdfg_scan_xexp1(double a, double x) noexcept {
-    return a != 0.0 ? _sdfg_scan_xexp0(x) : 0.0; }
-#pragma omp declare simd notinbranch
-__attribute__((noinline, const)) static double _sdfg_scan_xlog1(double a, double x) noexcept {
-    return a != 0.0 ? _sdfg_scan_xlog0(x) : 0.0; }
-#pragma omp declare simd notinbranch
-__attribute__((noinline, const)) static double _sdfg_scan_xpow1(double a, double x, double y) noexcept {
-    return a != 0.0 ? _sdfg_scan_xpow0(x, y) : 0.0; }
-// what the compiler folds stays folded as in the program: DaCe's function inlined at the call site for
+""" + _LANE_CALLS + """// what the compiler folds stays folded as in the program: DaCe's function inlined at the call site for
 // constant arguments, and for the constant exponents GCC rewrites under IEEE flags (0, 1, 2, -1: 1, x, x * x,
 // 1 / x); any other exponent, integral or not, reaches glibc's pow in the program too
 static inline double _sdfg_scan_xexp(bool a, double x) {
@@ -186,6 +224,29 @@ template <typename T> static inline auto _sdfg_scan_xlog(bool, T x) { return dac
 template <typename A, typename B> static inline auto _sdfg_scan_xpow(bool, A x, B y) { return dace::math::pow(x, y); }
 #endif
 """ + QUIET_COMPARE
+
+
+def accurate_pow_math() -> str:
+    """``code_global`` of ``VectorizeCellMap(accurate_pow=True)``: the accurate ``pow``'s tables and code
+    (:func:`sdfg_scan.expansions.vector_pow.source`, built with :mod:`decimal` when first asked for, not at
+    import) and ``_sdfg_scan_apow``."""
+    return vector_pow.source() + _ACCURATE_POW_CALL
+
+
+def scalar_lane_math() -> str:
+    """``code_global`` of the exact vectorised loops (``blocked_simd_exact``, ``VectorizeCellMap(exact=True)``):
+    the checked ``pow`` and the lane wrappers of glibc's scalar calls (built when first asked for)."""
+    return vector_pow.source() + _SCALAR_LANE
+
+
+def __getattr__(name: str) -> str:
+    # ACCURATE_POW_MATH and SCALAR_LANE_MATH: module constants in name, built on first use (PEP 562), so that
+    # importing sdfg_scan does not compute the accurate pow's tables
+    if name == "ACCURATE_POW_MATH":
+        return accurate_pow_math()
+    if name == "SCALAR_LANE_MATH":
+        return scalar_lane_math()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 LOOP_FLAGS = ["-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math", "-fno-thread-jumps"] + \
@@ -547,7 +608,7 @@ def _tasklet(node, state, if_convert: bool, kcached: bool = False, exact_math: b
     ins = {c: types[c] for c in node.in_connectors}
     outs = {c: types[c] for c in node.out_connectors}
     return dace.nodes.Tasklet(f"{node.label}_blocked", ins, outs, code, language=dace.Language.CPP,
-                              code_global=BLOCK_SIZE_CODE + ((SCALAR_LANE_MATH if exact_math else VECTOR_MATH)
+                              code_global=BLOCK_SIZE_CODE + ((scalar_lane_math() if exact_math else VECTOR_MATH)
                                                              if if_convert else ""))
 
 
@@ -626,5 +687,5 @@ class ExpandScanBlockedKCached(_BlockedExpansion):
     kcached = True
 
 
-__all__ = ["ACCURATE_POW_MATH", "BLOCK", "SCALAR_LANE_MATH", "VECTOR_MATH", "AccurateVectorMath", "ExpandScanBlocked", "ExpandScanBlockedKCached",
+__all__ = ["BLOCK", "VECTOR_MATH", "accurate_pow_math", "scalar_lane_math", "AccurateVectorMath", "ExpandScanBlocked", "ExpandScanBlockedKCached",
            "ExpandScanBlockedExactSIMD", "ExpandScanBlockedSIMD", "ScalarLaneLoops", "VectorMath", "check", "kernel"]
