@@ -5,17 +5,30 @@ from __future__ import annotations
 import re
 import subprocess
 
-SCALAR_MATH = re.compile(r"((__)?(exp|log|pow)(_finite)?@|_ZL\d+_sdfg_scan_x(exp|log|pow)1)")
-"""A scalar call of glibc's ``exp``/``log``/``pow`` (or the exact form's per-lane wrapper itself)."""
+SCALAR_MATH = re.compile(r"((__)?(exp|log|pow)(_finite)?@|_ZL\d+_sdfg_scan_x(exp|log|pow)1|_sdfg_scan_x(exp|log|pow)1_s)")
+"""A scalar call of glibc's ``exp``/``log``/``pow`` (or the scalar entry of the exact form's per-lane wrapper:
+GCC's static clone form, or the ``_s`` symbol of the variants ``scan_blocked._lane_calls`` writes)."""
+
+
+def _functions(library: str) -> dict[str, str]:
+    text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", library], capture_output=True, text=True,
+                          check=True).stdout
+    return dict(re.findall(r"^[0-9a-f]+ <([^>]+)>:\n(.*?)(?=^[0-9a-f]+ <|\Z)", text, re.S | re.M))
+
+
+def vector_math_called(library: str) -> bool:
+    """Whether some function of the program (not a vector variant itself) calls a vector math variant
+    (``_ZGV...``: libmvec's, or the exact lane calls' variants ``scan_blocked._lane_calls`` writes): a vectorised
+    loop. Those written variants are in every library of an exact vectorised program, whether a loop calls them
+    or not, so their presence says nothing."""
+    return any(re.search(r"call\s+\S+\s+<_ZGV", body) for name, body in _functions(library).items()
+               if not name.startswith("_ZGV"))
 
 
 def _map_bodies(library: str) -> dict[str, str]:
     """``{function: its disassembly}`` for ``VectorizeCellMap``'s functions (``_sdfg_scan_map_*`` and their
     OpenMP bodies) in the shared library ``library``."""
-    text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", library], capture_output=True, text=True,
-                          check=True).stdout
-    return {name: body for name, body in re.findall(r"^[0-9a-f]+ <([^>]+)>:\n(.*?)(?=^[0-9a-f]+ <|\Z)", text,
-                                                    re.S | re.M) if "_sdfg_scan_map_" in name}
+    return {name: body for name, body in _functions(library).items() if "_sdfg_scan_map_" in name}
 
 
 def map_calls(library: str) -> dict[str, set[str]]:
