@@ -16,13 +16,19 @@ def _functions(library: str) -> dict[str, str]:
     return dict(re.findall(r"^[0-9a-f]+ <([^>]+)>:\n(.*?)(?=^[0-9a-f]+ <|\Z)", text, re.S | re.M))
 
 
+def callers(library: str, callee: str) -> list[str]:
+    """The functions of the program, vector variants (``_ZGV...``) themselves aside, that call a symbol whose
+    whole name matches the regular expression ``callee``."""
+    return [name for name, body in _functions(library).items()
+            if not name.startswith("_ZGV") and re.search(rf"call\s+\S+\s+<(?:{callee})>", body)]
+
+
 def vector_math_called(library: str) -> bool:
-    """Whether some function of the program (not a vector variant itself) calls a vector math variant
-    (``_ZGV...``: libmvec's, or the exact lane calls' variants ``scan_blocked._lane_calls`` writes): a vectorised
-    loop. Those written variants are in every library of an exact vectorised program, whether a loop calls them
-    or not, so their presence says nothing."""
-    return any(re.search(r"call\s+\S+\s+<_ZGV", body) for name, body in _functions(library).items()
-               if not name.startswith("_ZGV"))
+    """Whether some function of the program calls a vector math variant (``_ZGV...``: libmvec's, or the exact
+    lane calls' variants ``scan_blocked._lane_calls`` writes): a vectorised loop. Those written variants are in
+    every library of an exact vectorised program, whether a loop calls them or not, so their presence says
+    nothing."""
+    return bool(callers(library, r"_ZGV[^>]*"))
 
 
 def _map_bodies(library: str) -> dict[str, str]:

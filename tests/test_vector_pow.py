@@ -249,7 +249,7 @@ def test_the_exact_lane_form_is_bitwise_glibc(checked, rng_name):
     assert np.array_equal(ours.view(np.int64), ref.view(np.int64)), np.flatnonzero(ours.view(np.int64) != ref.view(np.int64))[:5]
 
 
-def test_idle_vectors_call_nothing_and_active_lanes_call_glibc(checked, tmp_path):
+def test_idle_vectors_call_nothing_and_active_lanes_call_glibc(checked):
     """The exact lane calls' vector variants (written in ``scan_blocked._lane_calls`` on x86-64 with GCC, so that a
     vector with no active lane returns at once): glibc's ``exp`` once per active lane and nowhere else, its
     values bitwise there, whole vectors idle and lanes active in any pattern; the loop calls those variants."""
