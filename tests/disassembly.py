@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 import subprocess
 
-SCALAR_MATH = re.compile(r"((__)?(exp|log|pow)(_finite)?@|_ZL\d+_sdfg_scan_x(exp|log|pow)1|_sdfg_scan_x(exp|log|pow)1_s)")
+SCALAR_MATH = re.compile(r"((__)?(exp|log|pow)(_finite)?@|_ZL\d+_sdfg_scan_x(exp|log|pow)1|_sdfg_scan_[xp](exp|log|pow)1_s)")
 """A scalar call of glibc's ``exp``/``log``/``pow`` (or the scalar entry of the exact form's per-lane wrapper:
-GCC's static clone form, or the ``_s`` symbol of the variants ``scan_blocked._lane_calls`` writes)."""
+GCC's static clone form, or the ``_s`` symbol of the variants ``scan_blocked._lane_calls`` writes; or that of
+the predicated replay calls, ``scan_blocked._predicated_calls``)."""
 
 
 def _functions(library: str) -> dict[str, str]:

@@ -133,7 +133,8 @@ def test_graupel_exact_vectorised_maps_are_bitwise_the_original():
 @pytest.mark.long
 @pytest.mark.parametrize("vectorize_maps", [False, True], ids=["scan", "scan+maps"])
 def test_graupel_replay_within_the_contract(vectorize_maps):
-    """``graupel_run_dyn`` with ``blocked_simd`` (vector ``pow``/``exp`` in the scan): within rtol 1e-6 on
+    """``graupel_run_dyn`` with ``blocked_simd`` (vector ``pow``/``exp`` in the scan, predicated by the lanes
+    that take their branch): within rtol 1e-6 on
     at least 99.9 % of every float output's entries, no new NaN/Inf, the same booleans, against the
     IEEE-strict original (issue 9's replay contract). With its pointwise maps vectorised too
     (``vectorize_maps=True``: the accurate ``pow`` of ``vector_pow`` under replay) the same contract holds;
@@ -153,6 +154,11 @@ def test_graupel_replay_within_the_contract(vectorize_maps):
         # threading, and with a bool computed from a scalar-entry-point exp: VectorMath, scan_blocked_codegen)
         assert not scalar_math_in_map_loops(lib._lib._library_filename)
         assert not vectorize_maps or map_gathers(lib._lib._library_filename) > 0
+        # and the scan's branches make their vector calls through the predicated variants (PREDICATED_MATH)
+        from disassembly import callers
+
+        assert [f for f in callers(lib._lib._library_filename, r"_ZGVeN8vv__sdfg_scan_p(exp|log)1_s")
+                if "_sdfg_scan_map_" not in f]
     for k in sorted(ref):
         x, y = ref[k], got[k]
         if x.dtype.kind != "f":

@@ -19,8 +19,9 @@ classes:
 - ``blocked_simd`` (**replay**): branches that only assign per-cell values are if-converted (every
   branch computed, results selected) and ``exp``/``log``/``pow`` are declared ``omp declare simd`` so
   that GCC calls glibc's vector math (libmvec) in the vectorised cell loop (:class:`VectorMath` adds
-  ``-fopenmp-simd`` and ``-lmvec``). Deterministic for a given machine and build; not bitwise the scalar
-  libm results (documented error: README).
+  ``-fopenmp-simd`` and ``-lmvec``); in an if-converted branch the calls skip the vectors none of whose
+  cells take it (:data:`PREDICATED_MATH`). Deterministic for a given machine and build; not bitwise the
+  scalar libm results (documented error: README).
 
 ``blocked_kcached`` (**exact**) is ``blocked`` on the body that ``kcached`` rewrote
 (:func:`sdfg_scan.expansions.scan_kcached.cache_levels`): every input read at level offsets (a delay
@@ -177,6 +178,69 @@ def _lane_calls() -> str:
 
 _LANE_CALLS = _lane_calls()
 
+
+def _predicated_calls() -> str:
+    """The C++ of ``_sdfg_scan_p{exp,log,pow}(a, ...)``: :data:`VECTOR_MATH`'s ``exp``/``log``/``pow`` of an
+    if-converted branch, given the branch's lane predicate ``a`` (``blocked_simd``, replay).
+
+    On x86-64 with GCC the vector variants of ``_sdfg_scan_p{f}1`` are written here: zeros at once where no
+    lane of the vector takes the branch (its values are never selected), else libmvec's variant of the same
+    width on all lanes, which is what the loop calls without predicates: the same values. The scalar entry
+    (the loop's remainder) calls glibc's scalar function, as the remainder does without predicates. Graupel's
+    if-converted scan loop calls about 50 of these per vector of cells, many in branches that few cells take.
+    Elsewhere the calls are :data:`VECTOR_MATH`'s, without the predicate."""
+    fns = (("exp", ("x",)), ("log", ("x",)), ("pow", ("x", "y")))
+    own, generic = [], []
+    for f, args in fns:
+        params = ", ".join(f"double {a}" for a in ("a", *args))
+        own.append(f'extern "C" __attribute__((noinline, visibility("hidden"))) double _sdfg_scan_p{f}1_s({params}) '
+                   f"noexcept {{\n    (void)a; return {f}({', '.join(args)}); }}\n#pragma omp declare simd notinbranch\n"
+                   f'extern "C" __attribute__((const)) double _sdfg_scan_p{f}1({params}) noexcept '
+                   f'__asm__("_sdfg_scan_p{f}1_s");')
+        generic.append(f"static inline double _sdfg_scan_p{f}1({params}) noexcept {{\n"
+                       f"    (void)a; return _sdfg_scan_v{f}({', '.join(args)}); }}")
+        for isa, n, vt, target, any_active in _LANE_ISAS:
+            vargs = "v" * len(args)
+            vparams = ", ".join(f"{vt} {a}" for a in ("a", *args))
+            own.append(f'extern "C" __attribute__((target("{target}"))) {vt} _ZGV{isa}N{n}{vargs}_{f}('
+                       f"{', '.join([vt] * len(args))});\n"
+                       f'extern "C" __attribute__((target("{target}"), visibility("hidden"))) {vt} '
+                       f"_ZGV{isa}N{n}v{vargs}__sdfg_scan_p{f}1_s({vparams}) {{\n"
+                       f"    if ({any_active} == 0) return {vt}{{}};\n"
+                       f"    SDFG_SCAN_PREDICATED_CALL({n});\n"
+                       f"    return _ZGV{isa}N{n}{vargs}_{f}({', '.join(args)}); }}")
+    return ("#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)\n#include <immintrin.h>\n"
+            "#ifndef SDFG_SCAN_PREDICATED_CALL\n#define SDFG_SCAN_PREDICATED_CALL(lanes)   // a vector call made (tests count them)\n"
+            "#endif\n" + "\n".join(own) + "\n#else\n" + "\n".join(generic) + "\n#endif\n")
+
+
+PREDICATED_MATH = VECTOR_MATH + """
+#ifndef SDFG_SCAN_PREDICATED_MATH
+#define SDFG_SCAN_PREDICATED_MATH
+""" + _predicated_calls() + """// the calls of an if-converted branch (a: the lanes that take it), the same values as _sdfg_scan_v*: what
+// the compiler folds stays folded, and pow is _sdfg_scan_vpow's, each of its calls predicated
+static inline double _sdfg_scan_pexp(bool a, double x) {
+    return __builtin_constant_p(x) ? _sdfg_scan_vexp(x) : _sdfg_scan_pexp1(a ? 1.0 : 0.0, x); }
+static inline double _sdfg_scan_plog(bool a, double x) {
+    return __builtin_constant_p(x) ? _sdfg_scan_vlog(x) : _sdfg_scan_plog1(a ? 1.0 : 0.0, x); }
+__attribute__((always_inline)) static inline double _sdfg_scan_ppow(bool a, double x, double y) {
+    if (__builtin_constant_p(x) && __builtin_constant_p(y)) return _sdfg_scan_vpow(x, y);
+    if (__builtin_constant_p(y) && y != __builtin_floor(y)) {
+        const bool positive = x > 0.0;
+        const double r = _sdfg_scan_pexp(a, y * _sdfg_scan_plog(a, positive ? x : 1.0));
+        const double inf = __builtin_inf();
+        return positive ? r : x == 0.0 ? (y > 0.0 ? 0.0 : inf) : x == -inf ? (y > 0.0 ? inf : 0.0)
+                                                                               : (x - x) / (x - x); }
+    if (__builtin_constant_p(x) && x > 0.0 && x != 1.0 && x < __builtin_inf())
+        return _sdfg_scan_pexp(a, y * log(x));
+    return _sdfg_scan_ppow1(a ? 1.0 : 0.0, x, y); }
+template <typename T> static inline auto _sdfg_scan_pexp(bool, T x) { return _sdfg_scan_vexp(x); }
+template <typename T> static inline auto _sdfg_scan_plog(bool, T x) { return _sdfg_scan_vlog(x); }
+template <typename A, typename B> static inline auto _sdfg_scan_ppow(bool, A x, B y) { return _sdfg_scan_vpow(x, y); }
+#endif
+"""
+"""``code_global`` of ``blocked_simd``: :data:`VECTOR_MATH` and its calls predicated by their branch's lanes."""
+
 _SCALAR_LANE = """
 #ifndef SDFG_SCAN_SCALAR_LANE_MATH
 #define SDFG_SCAN_SCALAR_LANE_MATH
@@ -249,6 +313,10 @@ def __getattr__(name: str) -> str:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+PREDICATED = True
+"""``blocked_simd``'s vector calls in if-converted branches take the branch's lane predicate
+(:data:`PREDICATED_MATH`); off: every vector computes every branch's calls."""
+
 LOOP_FLAGS = ["-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math", "-fno-thread-jumps"] + \
     (["-mprefer-vector-width=512"] if platform.machine() in ("x86_64", "AMD64") else [])
 """What GCC needs to vectorise an if-converted cell loop (:class:`VectorMath` says why, flag by flag)."""
@@ -278,8 +346,12 @@ class VectorMath:
     # scalar (no effect without AVX-512). ``-fno-thread-jumps``: GCC 12's jump threading turns a bool
     # computed from a value that an if-converted branch selects (``f = t < t0 && x > 0`` after
     # ``x = c ? v : 0``) into a select between two of its vector masks of different widths, which the
-    # vectorizer rejects ("relevant stmt not supported"): graupel's first map stayed scalar (no value changes)
-    cmake_compile_flags = LOOP_FLAGS + libm_flags()
+    # vectorizer rejects ("relevant stmt not supported"): graupel's first map stayed scalar (no value changes).
+    # ``-fno-tree-pre -fno-tree-sink``: the predicated calls (PREDICATED_MATH) are not built-ins, and GCC
+    # if-converts a call under a branch only if it is one; partial redundancy elimination (code hoisting
+    # included) and sinking place copies of such calls under branches: graupel_run_dyn's scan loop stayed
+    # scalar, 0.26 s against 0.10 s
+    cmake_compile_flags = LOOP_FLAGS + ["-fno-tree-pre", "-fno-tree-sink"] + libm_flags()
     cmake_link_flags: list[str] = []
     cmake_files: list[str] = []
     # the scalar pow/exp/log left in the program (gt4py's own maps) skip glibc's errno wrapper too
@@ -501,7 +573,7 @@ def kernel(node, state: dace.SDFGState, if_convert: bool, block: int = BLOCK,
     def part(blocks, simd: bool) -> list[str]:
         pw = Writer()
         pw._ids = w._ids
-        bw = BodyWriter(pw, if_convert, exact_math)
+        bw = BodyWriter(pw, if_convert, exact_math, predicated=PREDICATED)
         pw.depth = 1
         scope = Scope(body, dict(top.data), syms)
         for name, d in body.arrays.items():
@@ -608,7 +680,8 @@ def _tasklet(node, state, if_convert: bool, kcached: bool = False, exact_math: b
     ins = {c: types[c] for c in node.in_connectors}
     outs = {c: types[c] for c in node.out_connectors}
     return dace.nodes.Tasklet(f"{node.label}_blocked", ins, outs, code, language=dace.Language.CPP,
-                              code_global=BLOCK_SIZE_CODE + ((scalar_lane_math() if exact_math else VECTOR_MATH)
+                              code_global=BLOCK_SIZE_CODE + ((scalar_lane_math() if exact_math
+                                                              else PREDICATED_MATH if PREDICATED else VECTOR_MATH)
                                                              if if_convert else ""))
 
 
@@ -648,7 +721,9 @@ class ExpandScanBlocked(_BlockedExpansion):
 class ExpandScanBlockedSIMD(_BlockedExpansion):
     """``blocked`` with branches if-converted (both arms computed, results selected) and vector
     ``exp``/``log``/``pow`` from glibc's libmvec (:class:`VectorMath`), so GCC vectorises the loop over a
-    block's cells. Replay: deterministic for one machine and build, within rounding of the scalar libm.
+    block's cells; each call of an if-converted branch gets the branch's lane predicate, and a vector none of
+    whose cells takes the branch makes no libmvec call (:data:`PREDICATED_MATH`, the same values).
+    Replay: deterministic for one machine and build, within rounding of the scalar libm.
     Its streaming efficiency (0.3) is that of a body without libm calls, whose selects cost more than
     ``blocked``'s branches; with libm calls the body's vector calls (``vector_math``, see
     :func:`sdfg_scan.cost.math_seconds`) outweigh that, so ``auto`` under ``replay`` picks it for
@@ -687,5 +762,5 @@ class ExpandScanBlockedKCached(_BlockedExpansion):
     kcached = True
 
 
-__all__ = ["BLOCK", "VECTOR_MATH", "accurate_pow_math", "scalar_lane_math", "AccurateVectorMath", "ExpandScanBlocked", "ExpandScanBlockedKCached",
+__all__ = ["BLOCK", "VECTOR_MATH", "PREDICATED_MATH", "accurate_pow_math", "scalar_lane_math", "AccurateVectorMath", "ExpandScanBlocked", "ExpandScanBlockedKCached",
            "ExpandScanBlockedExactSIMD", "ExpandScanBlockedSIMD", "ScalarLaneLoops", "VectorMath", "check", "kernel"]

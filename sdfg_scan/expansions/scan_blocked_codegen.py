@@ -238,6 +238,9 @@ VECTOR_FUNCTIONS = {"exp": "_sdfg_scan_vexp", "log": "_sdfg_scan_vlog", "pow": "
 SCALAR_LANE_FUNCTIONS = {"exp": "_sdfg_scan_xexp", "log": "_sdfg_scan_xlog", "pow": "_sdfg_scan_xpow"}
 """``f`` -> wrappers whose simd clones call the program's scalar ``f`` once per lane
 (``scan_blocked.SCALAR_LANE_MATH``: the exact form of a vectorised loop)."""
+PREDICATED_FUNCTIONS = {"exp": "_sdfg_scan_pexp", "log": "_sdfg_scan_plog", "pow": "_sdfg_scan_ppow"}
+"""``f`` -> :data:`VECTOR_FUNCTIONS`' calls given their branch's lane predicate (``scan_blocked.PREDICATED_MATH``:
+no vector call where no lane of the vector takes the branch)."""
 
 
 class _MaskLogic(ast.NodeTransformer):
@@ -341,13 +344,18 @@ def versioned(lines: list[str], unit: list[str]) -> list[str]:
             + ["}"])
 
 
-def vector_math(text: str, exact: bool = False, active: str = "true") -> str:
+def vector_math(text: str, exact: bool = False, active: str = "true", predicated: bool = False) -> str:
     """Calls of ``dace::math::exp/log/pow`` -> the simd-declared wrappers (libmvec when vectorised; their
     template overloads call DaCe's function for arguments that are not doubles). ``exact``: the wrappers
     that call the scalar function per lane where the lane predicate ``active`` holds (the lanes whose
     branch the program takes: the others' values are never selected), for every call of those functions
     (a bare ``exp(`` of the DaCe frontend too: declared ``simd`` by a replay part of the program, it would
-    reach libmvec)."""
+    reach libmvec). ``predicated`` (not ``exact``): inside a branch (``active`` not ``true``), the vector calls
+    that skip a vector none of whose lanes takes it (:data:`PREDICATED_FUNCTIONS`)."""
+    if predicated and not exact and active != "true":
+        for f, v in PREDICATED_FUNCTIONS.items():
+            text = text.replace(f"dace::math::{f}(", f"{v}({active}, ")
+        return text
     if not exact:
         for f, v in VECTOR_FUNCTIONS.items():
             text = text.replace(f"dace::math::{f}(", f"{v}(")
@@ -360,7 +368,8 @@ def vector_math(text: str, exact: bool = False, active: str = "true") -> str:
 class BodyWriter:
     """Writes the blocks of a body (and its nested SDFGs) as per-cell C++ into a :class:`Writer`."""
 
-    def __init__(self, w: Writer, if_convert: bool, exact_math: bool = False, read_back: bool = False):
+    def __init__(self, w: Writer, if_convert: bool, exact_math: bool = False, read_back: bool = False,
+                 predicated: bool = False):
         self.w, self.if_convert = w, if_convert
         # read_back: an element of memory that only some branches of an if-converted block write is selected
         # too (its value before the block where no branch writes it) and stored for every lane, when the body
@@ -372,7 +381,9 @@ class BodyWriter:
         self.readable: set[str] = set()   # memory elements every lane has read outside any branch
         self.plain = 0   # depth of plain (not if-converted) ``if`` s around the block being written
         self.exact_math = exact_math   # if-converted, but exp/log/pow stay the program's scalar calls
-        self.active: list[str] = []   # exact_math: the lane predicate of each if-converted branch being written
+        # replay's vector math, each call given its branch's lane predicate (PREDICATED_FUNCTIONS)
+        self.predicated = predicated and not exact_math
+        self.active: list[str] = []   # exact_math, predicated: the lane predicate of each if-converted branch being written
         self.overrides: list[dict[str, str]] = []   # if-converted branches: lvalue -> temporary
         self.temps: list[list[tuple[str, str, str]]] = []
         self.declared: dict[str, int] = {}   # local -> if-converted branch depth where it is declared
@@ -533,7 +544,7 @@ class BodyWriter:
             self.w(f"const bool {f} = {c};")
             flags.append(f)
         preds: list[str | None] = [None] * len(conds)
-        if self.exact_math:
+        if self.exact_math or self.predicated:
             # the lanes that take each branch (the first true condition; inside the enclosing branch's lanes):
             # the exact form calls libm there only, as the program does
             for i, f in enumerate(flags):
@@ -688,7 +699,10 @@ class BodyWriter:
                 # whatever the connectors' types (a bool computed from an exp): the wrappers' overloads keep
                 # DaCe's function for other argument types; a call left to dace::math (glibc's scalar entry
                 # point) is opaque to GCC and keeps the whole cell loop scalar
-                text = vector_math(text, self.exact_math, self.active[-1] if self.active else "true")
+                # not under a plain ``if``: GCC if-converts a call there only if it is a built-in (glibc's
+                # exp/log/pow are) or has an "inbranch" simd clone, which the predicated calls do not have
+                text = vector_math(text, self.exact_math, self.active[-1] if self.active else "true",
+                                   self.predicated and not self.plain)
             for line in text.splitlines():
                 self.w(line)
         for conn, ref, index, dtype in outs:
