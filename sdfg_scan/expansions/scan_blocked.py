@@ -224,7 +224,9 @@ static inline double _sdfg_scan_pexp(bool a, double x) {
 static inline double _sdfg_scan_plog(bool a, double x) {
     return __builtin_constant_p(x) ? _sdfg_scan_vlog(x) : _sdfg_scan_plog1(a ? 1.0 : 0.0, x); }
 __attribute__((always_inline)) static inline double _sdfg_scan_ppow(bool a, double x, double y) {
-    if (__builtin_constant_p(x) && __builtin_constant_p(y)) return _sdfg_scan_vpow(x, y);
+    // folded, or a constant integral exponent (GCC writes pow(x, 2.0) as x * x): _sdfg_scan_vpow's call as is
+    if ((__builtin_constant_p(x) && __builtin_constant_p(y)) || (__builtin_constant_p(y) && y == __builtin_floor(y)))
+        return _sdfg_scan_vpow(x, y);
     if (__builtin_constant_p(y) && y != __builtin_floor(y)) {
         const bool positive = x > 0.0;
         const double r = _sdfg_scan_pexp(a, y * _sdfg_scan_plog(a, positive ? x : 1.0));

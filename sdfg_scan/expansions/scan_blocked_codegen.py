@@ -546,7 +546,8 @@ class BodyWriter:
         preds: list[str | None] = [None] * len(conds)
         if self.exact_math or self.predicated:
             # the lanes that take each branch (the first true condition; inside the enclosing branch's lanes):
-            # the exact form calls libm there only, as the program does
+            # the exact form calls libm there only, as the program does; the predicated replay calls skip
+            # the vectors with none of them
             for i, f in enumerate(flags):
                 parts = self.active[-1:] + [f"!{g}" for g in flags[:i] if g is not None] + ([f] if f else [])
                 preds[i] = self.w.fresh("a")
