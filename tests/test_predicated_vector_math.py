@@ -17,6 +17,7 @@ import subprocess
 import dace
 import numpy as np
 import pytest
+from cxx_harness import build
 
 import sdfg_scan
 from sdfg_scan.expansions import scan_blocked
@@ -59,18 +60,11 @@ def _x86_gcc() -> bool:
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory):
     """(library, GCC's vectorisation report, the harness's text)."""
-    cxx = shutil.which("g++") or shutil.which("c++")
-    if cxx is None:
-        pytest.skip("no C++ compiler")
     src = tmp_path_factory.mktemp("predicated") / "predicated.cpp"
     text = HARNESS.replace("{vector_math}", scan_blocked.PREDICATED_MATH)
     src.write_text(text)
-    so = src.with_name("predicated.so")
-    base = dace.Config.get("compiler", "cpu", "args").split() + ["-O3", "-std=c++17", "-fPIC", "-shared"]
     flags = [f for f in scan_blocked.VectorMath.cmake_compile_flags if not f.startswith("-DSDFG_SCAN_LIBM_FINITE")]
-    res = subprocess.run([cxx, *base, *flags, "-fopt-info-vec-optimized", str(src), "-o", str(so), "-lmvec"],
-                         capture_output=True, text=True, check=True)
-    return ctypes.CDLL(str(so)), res.stderr, text
+    return (*build(src, "predicated", flags, ("-lmvec",)), text)
 
 
 def _run(lib, fn: str, a, x, y) -> np.ndarray:

@@ -68,6 +68,14 @@ def _avx512() -> bool:
         return False
 
 
+def _scan_calls(library: str, callee: str) -> list[str]:
+    """The program's functions other than the vectorised maps' that call ``callee`` (a regular expression):
+    the scan's own loop."""
+    from disassembly import callers
+
+    return [f for f in callers(library, callee) if "_sdfg_scan_map_" not in f]
+
+
 def _calls_libmvec(csdfg) -> bool:
     """Whether a compiled program's code calls vector math (``_ZGV...`` variants: a vectorised loop)."""
     from disassembly import vector_math_called
@@ -113,9 +121,7 @@ def test_graupel_blocked_simd_exact_is_bitwise_the_original():
     fx.assert_bitwise_equal(fx.run(f"orig_{form}", fx.load(form), kw), fx.run(f"simd_exact_{form}", sdfg, kw))
     lib = fx.compile_once(f"simd_exact_{form}", sdfg)._lib._library_filename
     if _avx512():   # the scan's loop (not only the maps') calls the lane variants: the variants are always built
-        from disassembly import callers
-
-        assert [f for f in callers(lib, "_ZGVeN8vvv__sdfg_scan_xpow1_s") if "_sdfg_scan_map_" not in f]
+        assert _scan_calls(lib, "_ZGVeN8vvv__sdfg_scan_xpow1_s")
 
 
 @pytest.mark.long
@@ -155,10 +161,7 @@ def test_graupel_replay_within_the_contract(vectorize_maps):
         assert not scalar_math_in_map_loops(lib._lib._library_filename)
         assert not vectorize_maps or map_gathers(lib._lib._library_filename) > 0
         # and the scan's branches make their vector calls through the predicated variants (PREDICATED_MATH)
-        from disassembly import callers
-
-        assert [f for f in callers(lib._lib._library_filename, r"_ZGVeN8vv__sdfg_scan_p(exp|log)1_s")
-                if "_sdfg_scan_map_" not in f]
+        assert _scan_calls(lib._lib._library_filename, r"_ZGVeN8vv__sdfg_scan_p(exp|log)1_s")
     for k in sorted(ref):
         x, y = ref[k], got[k]
         if x.dtype.kind != "f":

@@ -19,6 +19,7 @@ from pathlib import Path
 import dace
 import numpy as np
 import pytest
+from cxx_harness import build
 
 from sdfg_scan.expansions import vector_pow
 from sdfg_scan.expansions.environments import STRICT_HOST_FLAGS
@@ -42,18 +43,11 @@ FLAG_SETS = {"dace-default": [], "ieee-strict": STRICT_HOST_FLAGS}
 @pytest.fixture(scope="module")
 def libs(tmp_path_factory):
     """flag set -> (library, GCC's vectorisation report)."""
-    cxx = shutil.which("g++") or shutil.which("c++")
-    if cxx is None:
-        pytest.skip("no C++ compiler")
     src = tmp_path_factory.mktemp("vector_pow") / "harness.cpp"
     src.write_text(vector_pow.source() + HARNESS)
     out = {}
-    base = dace.Config.get("compiler", "cpu", "args").split() + ["-O3", "-std=c++17", "-fPIC", "-shared"]
     for name, extra in FLAG_SETS.items():
-        so = src.with_name(f"{name}.so")
-        res = subprocess.run([cxx, *base, *extra, *LOOP_FLAGS, "-fopt-info-vec-optimized", str(src), "-o", str(so)],
-                             capture_output=True, text=True, check=True)
-        out[name] = (ctypes.CDLL(str(so)), res.stderr)
+        out[name] = build(src, name, [*extra, *LOOP_FLAGS])
     return out
 
 
@@ -217,19 +211,12 @@ def checked(tmp_path_factory):
     (``scan_blocked.SCALAR_LANE_MATH``) under the IEEE-strict flags and those of ``ScalarLaneLoops``."""
     from sdfg_scan.expansions.scan_blocked import SCALAR_LANE_MATH, ScalarLaneLoops
 
-    cxx = shutil.which("g++") or shutil.which("c++")
-    if cxx is None:
-        pytest.skip("no C++ compiler")
     src = tmp_path_factory.mktemp("checked_pow") / "checked.cpp"
     text = CHECKED_HARNESS.replace("{lane_math}", SCALAR_LANE_MATH)
     src.write_text(text)
-    so = src.with_name("checked.so")
-    base = dace.Config.get("compiler", "cpu", "args").split() + ["-O3", "-std=c++17", "-fPIC", "-shared"]
     flags = " ".join(ScalarLaneLoops.cmake_compile_flags + [" ".join(STRICT_HOST_FLAGS)]).split()
     flags = [f for f in flags if not f.startswith("-DSDFG_SCAN_LIBM_FINITE")]   # the stub above is DaCe's math
-    res = subprocess.run([cxx, *base, *STRICT_HOST_FLAGS, *flags, "-fopt-info-vec-optimized", str(src), "-o", str(so)],
-                         capture_output=True, text=True, check=True)
-    return ctypes.CDLL(str(so)), res.stderr, text
+    return (*build(src, "checked", [*STRICT_HOST_FLAGS, *flags]), text)
 
 
 @pytest.mark.parametrize("rng_name", list(RANGES))

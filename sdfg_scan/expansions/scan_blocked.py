@@ -141,6 +141,32 @@ external one): ISA letter, lanes of doubles, vector type, target, "some lane is 
 included, as the scalar test)."""
 
 
+_MATH_ARGS = (("exp", ("x",)), ("log", ("x",)), ("pow", ("x", "y")))
+"""The functions a cell loop's vector math covers, and their arguments."""
+
+
+def _scalar_entry(name: str, params: str, body: str) -> str:
+    """``name_s`` (``extern "C"``, hidden, not inlined: the loop's remainder calls it) and ``name`` declared
+    ``simd notinbranch``, bound to it, so that GCC calls ``name_s``'s vector variants (:func:`_variant`)."""
+    return (f'extern "C" __attribute__((noinline, visibility("hidden"))) double {name}_s({params}) '
+            f"noexcept {{\n    {body} }}\n#pragma omp declare simd notinbranch\n"
+            f'extern "C" __attribute__((const)) double {name}({params}) noexcept __asm__("{name}_s");')
+
+
+def _variant(name: str, isa: str, n: int, vt: str, target: str, args: tuple[str, ...], body: str) -> str:
+    """The x86-64 vector function ABI's variant of ``name_s(a, args...)`` for one row of :data:`_LANE_ISAS`
+    (hidden: two programs in one process keep their own)."""
+    vparams = ", ".join(f"{vt} {a}" for a in ("a", *args))
+    return (f'extern "C" __attribute__((target("{target}"), visibility("hidden"))) {vt} '
+            f"_ZGV{isa}N{n}{'v' * (len(args) + 1)}_{name}_s({vparams}) {{\n{body} }}")
+
+
+def _x86_gcc_or(own: list[str], generic: list[str], head: str = "") -> str:
+    """``own`` (written variants) on x86-64 with GCC, ``generic`` elsewhere."""
+    return ("#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)\n#include <immintrin.h>\n" + head
+            + "\n".join(own) + "\n#else\n" + "\n".join(generic) + "\n#endif\n")
+
+
 def _lane_calls() -> str:
     """The C++ of ``_sdfg_scan_x{exp,log,pow}1(a, ...)``: glibc's scalar call where ``a != 0``, else +0, as a
     ``declare simd`` function GCC calls from a vectorised loop once per vector of lanes.
@@ -153,27 +179,20 @@ def _lane_calls() -> str:
     otherwise call the scalar function in the active lanes, the same calls on the same arguments as GCC's
     clone (bitwise the same program). The scalar entry point (the loop's remainder) and the variants are
     hidden symbols of the program's library; elsewhere GCC's clones of a static function, as before."""
-    fns = (("exp", ("x",)), ("log", ("x",)), ("pow", ("x", "y")))
     own, generic = [], []
-    for f, args in fns:
+    for f, args in _MATH_ARGS:
         params = ", ".join(f"double {a}" for a in ("a", *args))
         call = f"a != 0.0 ? _sdfg_scan_x{f}0({', '.join(args)}) : 0.0"
         generic.append(f"#pragma omp declare simd notinbranch\n__attribute__((noinline, const)) static double "
                        f"_sdfg_scan_x{f}1({params}) noexcept {{\n    return {call}; }}")
-        own.append(f'extern "C" __attribute__((noinline, visibility("hidden"))) double _sdfg_scan_x{f}1_s({params}) '
-                   f"noexcept {{\n    return {call}; }}\n#pragma omp declare simd notinbranch\n"
-                   f'extern "C" __attribute__((const)) double _sdfg_scan_x{f}1({params}) noexcept '
-                   f'__asm__("_sdfg_scan_x{f}1_s");')
+        own.append(_scalar_entry(f"_sdfg_scan_x{f}1", params, f"return {call};"))
         for isa, n, vt, target, any_active in _LANE_ISAS:
-            vparams = ", ".join(f"{vt} {a}" for a in ("a", *args))
             lanes = ", ".join(f"{a}[i]" for a in args)
-            own.append(f'extern "C" __attribute__((target("{target}"), visibility("hidden"))) {vt} '
-                       f"_ZGV{isa}N{n}{'v' * (len(args) + 1)}__sdfg_scan_x{f}1_s({vparams}) {{\n"
-                       f"    {vt} r = {vt}{{}};\n    if ({any_active} == 0) return r;\n"
-                       f"    for (int i = 0; i < {n}; ++i) if (a[i] != 0.0) r[i] = _sdfg_scan_x{f}0({lanes});\n"
-                       f"    return r; }}")
-    return ("#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)\n#include <immintrin.h>\n"
-            + "\n".join(own) + "\n#else\n" + "\n".join(generic) + "\n#endif\n")
+            own.append(_variant(f"_sdfg_scan_x{f}1", isa, n, vt, target, args,
+                                f"    {vt} r = {vt}{{}};\n    if ({any_active} == 0) return r;\n"
+                                f"    for (int i = 0; i < {n}; ++i) if (a[i] != 0.0) r[i] = _sdfg_scan_x{f}0({lanes});\n"
+                                f"    return r;"))
+    return _x86_gcc_or(own, generic)
 
 
 _LANE_CALLS = _lane_calls()
@@ -189,29 +208,22 @@ def _predicated_calls() -> str:
     (the loop's remainder) calls glibc's scalar function, as the remainder does without predicates. Graupel's
     if-converted scan loop calls about 50 of these per vector of cells, many in branches that few cells take.
     Elsewhere the calls are :data:`VECTOR_MATH`'s, without the predicate."""
-    fns = (("exp", ("x",)), ("log", ("x",)), ("pow", ("x", "y")))
     own, generic = [], []
-    for f, args in fns:
+    for f, args in _MATH_ARGS:
         params = ", ".join(f"double {a}" for a in ("a", *args))
-        own.append(f'extern "C" __attribute__((noinline, visibility("hidden"))) double _sdfg_scan_p{f}1_s({params}) '
-                   f"noexcept {{\n    (void)a; return {f}({', '.join(args)}); }}\n#pragma omp declare simd notinbranch\n"
-                   f'extern "C" __attribute__((const)) double _sdfg_scan_p{f}1({params}) noexcept '
-                   f'__asm__("_sdfg_scan_p{f}1_s");')
+        own.append(_scalar_entry(f"_sdfg_scan_p{f}1", params, f"(void)a; return {f}({', '.join(args)});"))
         generic.append(f"static inline double _sdfg_scan_p{f}1({params}) noexcept {{\n"
                        f"    (void)a; return _sdfg_scan_v{f}({', '.join(args)}); }}")
         for isa, n, vt, target, any_active in _LANE_ISAS:
             vargs = "v" * len(args)
-            vparams = ", ".join(f"{vt} {a}" for a in ("a", *args))
             own.append(f'extern "C" __attribute__((target("{target}"))) {vt} _ZGV{isa}N{n}{vargs}_{f}('
                        f"{', '.join([vt] * len(args))});\n"
-                       f'extern "C" __attribute__((target("{target}"), visibility("hidden"))) {vt} '
-                       f"_ZGV{isa}N{n}v{vargs}__sdfg_scan_p{f}1_s({vparams}) {{\n"
-                       f"    if ({any_active} == 0) return {vt}{{}};\n"
-                       f"    SDFG_SCAN_PREDICATED_CALL({n});\n"
-                       f"    return _ZGV{isa}N{n}{vargs}_{f}({', '.join(args)}); }}")
-    return ("#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)\n#include <immintrin.h>\n"
-            "#ifndef SDFG_SCAN_PREDICATED_CALL\n#define SDFG_SCAN_PREDICATED_CALL(lanes)   // a vector call made (tests count them)\n"
-            "#endif\n" + "\n".join(own) + "\n#else\n" + "\n".join(generic) + "\n#endif\n")
+                       + _variant(f"_sdfg_scan_p{f}1", isa, n, vt, target, args,
+                                  f"    if ({any_active} == 0) return {vt}{{}};\n"
+                                  f"    SDFG_SCAN_PREDICATED_CALL({n});\n"
+                                  f"    return _ZGV{isa}N{n}{vargs}_{f}({', '.join(args)});"))
+    return _x86_gcc_or(own, generic, "#ifndef SDFG_SCAN_PREDICATED_CALL\n#define SDFG_SCAN_PREDICATED_CALL(lanes)"
+                                     "   // a vector call made (tests count them)\n#endif\n")
 
 
 PREDICATED_MATH = VECTOR_MATH + """

@@ -352,13 +352,10 @@ def vector_math(text: str, exact: bool = False, active: str = "true", predicated
     (a bare ``exp(`` of the DaCe frontend too: declared ``simd`` by a replay part of the program, it would
     reach libmvec). ``predicated`` (not ``exact``): inside a branch (``active`` not ``true``), the vector calls
     that skip a vector none of whose lanes takes it (:data:`PREDICATED_FUNCTIONS`)."""
-    if predicated and not exact and active != "true":
-        for f, v in PREDICATED_FUNCTIONS.items():
-            text = text.replace(f"dace::math::{f}(", f"{v}({active}, ")
-        return text
     if not exact:
-        for f, v in VECTOR_FUNCTIONS.items():
-            text = text.replace(f"dace::math::{f}(", f"{v}(")
+        lanes = predicated and active != "true"
+        for f, v in (PREDICATED_FUNCTIONS if lanes else VECTOR_FUNCTIONS).items():
+            text = text.replace(f"dace::math::{f}(", f"{v}({active}, " if lanes else f"{v}(")
         return text
     for f, v in SCALAR_LANE_FUNCTIONS.items():
         text = re.sub(rf"(?<![\w:.])(?:dace::math::|std::|::)?{f}\(", f"{v}({active}, ", text)
