@@ -90,24 +90,27 @@ extern "C" double pow(double, double) noexcept;
 static inline double _sdfg_scan_vexp(double x) { return exp(x); }
 #pragma omp declare simd notinbranch
 static inline double _sdfg_scan_vlog(double x) { return log(x); }
+// pow(x, y) through EXP and LOG (callables of one double) where a constant makes that cheaper, else falls
+// through; the one dispatch of _sdfg_scan_vpow (exp, log) and _sdfg_scan_ppow (their predicated calls).
+// A constant exponent that is not an integer (known once inlined at a call site): exp(y log x), two fast
+// vector calls instead of libmvec's pow (and one log for several powers of the same base). A base that is
+// not positive (a zero species in a branch computed for every lane) would send the vector through
+// libmvec's special-case path, which calls scalar log for each such lane: such lanes take the log of 1 and
+// get pow's value selected back (+0 or +inf for +-0, +inf or +0 for -inf, NaN for a negative or NaN base:
+// the values exp(y log x) gave them before). A constant base that is positive, finite and not 1 (icon4py's
+// power(10, polynomial)): one exp of y times the folded log (pow's values for y = 0, +-inf and NaN too)
+#define SDFG_SCAN_POW_BY_EXP_LOG(x, y, EXP, LOG) \
+    if (__builtin_constant_p(y) && y != __builtin_floor(y)) { \
+        const bool positive = x > 0.0; \
+        const double r = EXP(y * LOG(positive ? x : 1.0)); \
+        const double inf = __builtin_inf(); \
+        return positive ? r : x == 0.0 ? (y > 0.0 ? 0.0 : inf) : x == -inf ? (y > 0.0 ? inf : 0.0) \
+                                                                               : (x - x) / (x - x); } \
+    if (__builtin_constant_p(x) && x > 0.0 && x != 1.0 && x < __builtin_inf()) \
+        return EXP(y * log(x));
 #pragma omp declare simd notinbranch
 static inline double _sdfg_scan_vpow(double x, double y) {
-    // a constant exponent that is not an integer (known once inlined at a call site): exp(y log x), two
-    // fast vector calls instead of libmvec's pow (and one log for several powers of the same base).
-    // A base that is not positive (a zero species in a branch computed for every lane) would send the
-    // vector through libmvec's special-case path, which calls scalar log for each such lane: such lanes
-    // take the log of 1 and get pow's value selected back (+0 or +inf for +-0, +inf or +0 for -inf, NaN
-    // for a negative or NaN base: the values exp(y log x) gave them before)
-    if (__builtin_constant_p(y) && y != __builtin_floor(y)) {
-        const bool positive = x > 0.0;
-        const double r = exp(y * log(positive ? x : 1.0));
-        const double inf = __builtin_inf();
-        return positive ? r : x == 0.0 ? (y > 0.0 ? 0.0 : inf) : x == -inf ? (y > 0.0 ? inf : 0.0)
-                                                                               : (x - x) / (x - x); }
-    // a constant base that is positive, finite and not 1 (icon4py's power(10, polynomial)): one vector exp
-    // of y times the folded log (pow's values for y = 0, +-inf and NaN too)
-    if (__builtin_constant_p(x) && x > 0.0 && x != 1.0 && x < __builtin_inf())
-        return exp(y * log(x));
+    SDFG_SCAN_POW_BY_EXP_LOG(x, y, exp, log)
     return pow(x, y); }
 // other argument types (a float, an integral exponent: DaCe's integer power): DaCe's own function, as the
 // program wrote it (a non-template overload wins for doubles)
@@ -239,14 +242,9 @@ __attribute__((always_inline)) static inline double _sdfg_scan_ppow(bool a, doub
     // folded, or a constant integral exponent (GCC writes pow(x, 2.0) as x * x): _sdfg_scan_vpow's call as is
     if ((__builtin_constant_p(x) && __builtin_constant_p(y)) || (__builtin_constant_p(y) && y == __builtin_floor(y)))
         return _sdfg_scan_vpow(x, y);
-    if (__builtin_constant_p(y) && y != __builtin_floor(y)) {
-        const bool positive = x > 0.0;
-        const double r = _sdfg_scan_pexp(a, y * _sdfg_scan_plog(a, positive ? x : 1.0));
-        const double inf = __builtin_inf();
-        return positive ? r : x == 0.0 ? (y > 0.0 ? 0.0 : inf) : x == -inf ? (y > 0.0 ? inf : 0.0)
-                                                                               : (x - x) / (x - x); }
-    if (__builtin_constant_p(x) && x > 0.0 && x != 1.0 && x < __builtin_inf())
-        return _sdfg_scan_pexp(a, y * log(x));
+    const auto pexp = [a](double v) __attribute__((always_inline)) { return _sdfg_scan_pexp(a, v); };
+    const auto plog = [a](double v) __attribute__((always_inline)) { return _sdfg_scan_plog(a, v); };
+    SDFG_SCAN_POW_BY_EXP_LOG(x, y, pexp, plog)
     return _sdfg_scan_ppow1(a ? 1.0 : 0.0, x, y); }
 template <typename T> static inline auto _sdfg_scan_pexp(bool, T x) { return _sdfg_scan_vexp(x); }
 template <typename T> static inline auto _sdfg_scan_plog(bool, T x) { return _sdfg_scan_vlog(x); }
