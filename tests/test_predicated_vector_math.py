@@ -44,6 +44,8 @@ LOOP(pred_log, _sdfg_scan_plog(on, x[i]))
 LOOP(plain_log, _sdfg_scan_vlog(x[i]))
 LOOP(pred_powc, _sdfg_scan_ppow(on, x[i], 0.37))   // a constant exponent: exp(y log x)
 LOOP(plain_powc, _sdfg_scan_vpow(x[i], 0.37))
+LOOP(pred_powb, _sdfg_scan_ppow(on, 10.0, y[i]))   // a constant positive base: exp(y log 10)
+LOOP(plain_powb, _sdfg_scan_vpow(10.0, y[i]))
 LOOP(pred_pow, _sdfg_scan_ppow(on, x[i], y[i]))
 LOOP(plain_pow, _sdfg_scan_vpow(x[i], y[i]))
 LOOP(pred_pow2, _sdfg_scan_ppow(on, x[i], 2.0))   // constant integral exponents: GCC's folding kept
@@ -76,7 +78,7 @@ def _run(lib, fn: str, a, x, y) -> np.ndarray:
     return r
 
 
-@pytest.mark.parametrize("f", ["exp", "log", "powc", "pow", "pow2", "pow3"])
+@pytest.mark.parametrize("f", ["exp", "log", "powc", "powb", "pow", "pow2", "pow3"])
 def test_active_lanes_get_the_unpredicated_values_and_idle_vectors_call_nothing(harness, f):
     """Each predicated call against the unpredicated one in the same loop: bitwise the same values in the
     active lanes (special arguments included) with no lane, every lane and scattered lanes active; no libmvec
@@ -87,6 +89,7 @@ def test_active_lanes_get_the_unpredicated_values_and_idle_vectors_call_nothing(
     x = rng.uniform(-30, 30, n) if f == "exp" else np.exp(rng.uniform(-20, 5, n))
     x[::97] = [0.0, -1.0, np.inf, np.nan, 1.0] * (len(x[::97]) // 5) + [0.0] * (len(x[::97]) % 5)   # special cases
     y = rng.uniform(-3, 3, n)
+    y[5::97] = [0.0, np.inf, -np.inf, np.nan, -0.0] * (len(y[5::97]) // 5) + [0.0] * (len(y[5::97]) % 5)
     patterns = {"none": np.zeros(n), "all": np.ones(n)}
     scattered = np.zeros(n)
     scattered[:64] = 1.0                                   # one whole block
