@@ -22,7 +22,7 @@ available is skipped and named in the report):
    ``scans_specialised``; such scans are no longer ``Scan`` nodes, so they leave ``scans_after``);
 4. ``LiftCellMap``: each lifted scan takes gt4py's map over cells into its node
    (``columns="cells"``), so that the schedule over cells is the expansion's choice; on the CPU under
-   ``replay`` and ``exact`` (by default; ``vectorize_maps=True`` under ``approx``), ``VectorizeCellMap`` writes
+   ``replay`` (by default; ``vectorize_maps=True`` under ``exact`` and ``approx``), ``VectorizeCellMap`` writes
    each top-level pointwise map over cells as one loop nest with an ``omp simd`` cell loop: vector math
    (``replay``: the accurate ``pow``), under ``exact`` the program's scalar ``exp``/``log`` per lane and the
    checked ``pow`` (glibc's value in every lane, ``vector_pow.CHECK_ULPS``) (``maps_vectorized``);
@@ -269,9 +269,11 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         not), under ``approx`` with vector math (libmvec, ``pow`` as ``exp(y log x)``), under ``exact`` in
         its exact form (the arithmetic in vectors, every ``exp``/``log`` the program's scalar call per lane,
         ``pow`` the checked accurate ``pow`` with glibc's call in the lanes where its value is not provably
-        glibc's: bitwise the program under the same IEEE-strict flags; ``graupel_run_dyn`` 1.42 to 1.52x against
-        1.40 to 1.46x with scalar maps in the runs of stop 36; ``graupel_run``, 100 cells, 0.96x against 1.06x: README).
-        None (the default): under ``replay`` and ``exact``; True or False: under every class, or none. A
+        glibc's: bitwise the program under the same IEEE-strict flags; on ``graupel_run_dyn`` no faster than the
+        scalar maps on an AMD Zen 4 (1.42x against 1.40x, stop 36), 7 to 10 % slower on an Intel AVX-512 Xeon
+        (stop 42), and ``graupel_run``, 100 cells, 0.96x against 1.06x: README). None (the default): under
+        ``replay`` only (under ``exact`` the maps keep the program's scalar code since stop 42); True or False:
+        under every class, or none. A
         vectorised map indexes through the strides its arrays have when ``optimize`` runs: pass False where
         the layout changes afterwards (the gt4py hooks' first stage, before gt4py's final strides).
     """
@@ -285,10 +287,10 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     from sdfg_scan.select import build_flags, pin_flags, select_expansions
 
     if vectorize_maps is not None and not isinstance(vectorize_maps, bool):
-        raise TypeError(f"sdfg_scan.optimize: vectorize_maps must be True, False or None (under replay and exact), "
+        raise TypeError(f"sdfg_scan.optimize: vectorize_maps must be True, False or None (under replay), "
                         f"got {vectorize_maps!r}")
     if vectorize_maps is None:
-        vectorize_maps = reproducibility in ("replay", "exact")
+        vectorize_maps = reproducibility == "replay"
     if persistent_transients not in (False, None, *PERSISTENT_MODES):
         raise ValueError(f"sdfg_scan.optimize: persistent_transients must be one of {PERSISTENT_MODES} or "
                          f"False, got {persistent_transients!r}")

@@ -21,8 +21,8 @@ machine and build). By default ``pow`` is ``exp(y log x)`` or libmvec's, which d
 :mod:`sdfg_scan.expansions.vector_pow`'s, inlined (glibc's value on all but about 1 in 1000 arguments):
 within the contract, and what ``optimize(..., reproducibility="replay")`` applies on the CPU by default
 (``vectorize_maps=None``; the gt4py hooks only with ``vectorize_maps=True``; ``approx`` gets the default
-form with ``vectorize_maps=True``). Its **exact** form (``exact=True``; what ``optimize`` applies under ``exact``, by default
-since stop 36) keeps
+form with ``vectorize_maps=True``). Its **exact** form (``exact=True``; what ``optimize`` applies under ``exact``
+with ``vectorize_maps=True``, by default in stops 36 to 41) keeps
 the IEEE arithmetic (vector add, multiply, divide and sqrt round as the scalar ones) and makes every
 ``exp``/``log``/``pow`` the program's scalar libm call, once per lane whose branch the program takes
 (simd clones that loop over the lanes: ``scan_blocked.SCALAR_LANE_MATH``): bitwise the map under the same
