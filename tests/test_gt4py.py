@@ -248,6 +248,40 @@ def test_unit_stride_backend_chooses_for_the_final_strides_and_is_bitwise():
         assert _bitwise(outs[name].asnumpy(), want), name
 
 
+
+@pytest.mark.parametrize("nk", [1, 2, 9])
+def test_a_scan_over_a_single_column_is_bitwise_the_reference(nk):
+    """Fields over K only: gt4py lowers the scan without a map over cells; the hooks leave it as it is (nothing
+    to lift) and the program stays bitwise the reference, int carry included."""
+    x = np.random.default_rng(nk).uniform(-1, 1, nk)
+    acc = gtx.as_field([K], np.full(nk, np.nan), allocator=np)
+    count = gtx.as_field([K], np.zeros(nk, dtype=np.int32), allocator=np)
+    gp.single_column.with_backend(BACKENDS["exact"][0])(gtx.as_field([K], x, allocator=np), acc, count,
+                                                         offset_provider={})
+    want_acc, want_count = gp.single_column_ref(x)
+    assert _bitwise(acc.asnumpy(), want_acc)
+    assert np.array_equal(count.asnumpy(), want_count)
+
+
+def test_a_coefficient_over_k_only_in_a_lifted_scan_is_bitwise_the_reference():
+    """A ``[Cell, K]`` scan reading a K-only field (one value per level for every cell) through icon4py's
+    unit-stride backend: lifted, given a schedule with the cells inside the level loop, bitwise the
+    reference down to one level and one cell."""
+    hooks = sg.optimization_hooks(gpu=False, reproducibility="exact")
+    config = gtx_factory.DaCeConfig(unstructured_horizontal_has_unit_stride=True)
+    translator = gtx_factory.make_dace_translator(config, auto_optimize_args={"optimization_hooks": hooks})
+    translator.generate_sdfg(gp.level_weighted.gtir, {}, K)
+    (row,) = hooks.reports[0].scans
+    assert row.lifted and row.implementation in {"levels_outside", "blocked"}, row.reason
+    be = sg.make_backend(gpu=False, reproducibility="exact", unstructured_horizontal_has_unit_stride=True)
+    rng = np.random.default_rng(5)
+    for n, nk in ((1, 1), (5, 2), (6, 9)):
+        x, w = np.asfortranarray(rng.uniform(-1, 1, (n, nk))), rng.uniform(0, 1, nk)
+        out = gtx.as_field([Cell, K], np.full((n, nk), np.nan, order="F"), allocator=np)
+        gp.level_weighted.with_backend(be)(gtx.as_field([Cell, K], x, allocator=np), gtx.as_field([K], w, allocator=np),
+                                           out, offset_provider={})
+        assert _bitwise(out.asnumpy(), gp.level_weighted_ref(x, w)), (n, nk)
+
 def test_exact_vectorised_maps_through_the_backend_are_bitwise():
     """``make_backend(vectorize_maps=True)`` under ``exact``: gt4py's pointwise maps as vectorised loops with the
     program's scalar ``pow``/``exp`` per lane (``VectorizeCellMap(exact=True)``): bitwise the reference."""

@@ -427,6 +427,60 @@ def level_search_ref(z, z_ifc, lower, top):
     return levels, founds
 
 
+
+# --- 10. fields over K only: a scan over a single column (no horizontal dimension: gt4py lowers it without a
+#         map over cells, so nothing is lifted), and a [Cell, K] scan that reads a K-only coefficient (the
+#         same value for every cell of a level, as icon4py's vertical-grid coefficients) -----------------
+KF = gtx.Field[gtx.Dims[K], gtx.float64]
+KFi = gtx.Field[gtx.Dims[K], gtx.int32]
+
+
+@gtx.scan_operator(axis=K, forward=True, init=(0.0, 0))
+def _column_scan(state: tuple[gtx.float64, gtx.int32], x: gtx.float64) -> tuple[gtx.float64, gtx.int32]:
+    acc, count = state
+    return acc * 0.5 + x, count + 1
+
+
+@gtx.field_operator
+def _column(x: KF) -> tuple[KF, KFi]:
+    return _column_scan(x)
+
+
+@gtx.program
+def single_column(x: KF, acc: KF, count: KFi):
+    _column(x, out=(acc, count))
+
+
+def single_column_ref(x):
+    acc, accs = 0.0, np.empty(x.shape)
+    for k in range(x.shape[0]):
+        acc = acc * 0.5 + x[k]
+        accs[k] = acc
+    return accs, np.arange(1, x.shape[0] + 1, dtype=np.int32)
+
+
+@gtx.scan_operator(axis=K, forward=False, init=0.0)
+def _level_weighted_scan(state: gtx.float64, x: gtx.float64, w: gtx.float64) -> gtx.float64:
+    return state * w + x
+
+
+@gtx.field_operator
+def _level_weighted(x: CK, w: KF) -> CK:
+    return _level_weighted_scan(x, w)
+
+
+@gtx.program
+def level_weighted(x: CK, w: KF, out: CK):
+    _level_weighted(x, w, out=out)
+
+
+def level_weighted_ref(x, w):
+    acc, out = np.zeros(x.shape[0]), np.empty(x.shape)
+    for k in reversed(range(x.shape[1])):
+        acc = acc * w[k] + x[:, k]
+        out[:, k] = acc
+    return out
+
 @dataclass(frozen=True)
 class Case:
     program: object
