@@ -248,7 +248,6 @@ def test_unit_stride_backend_chooses_for_the_final_strides_and_is_bitwise():
         assert _bitwise(outs[name].asnumpy(), want), name
 
 
-
 @pytest.mark.parametrize("nk", [1, 2, 9])
 def test_a_scan_over_a_single_column_is_bitwise_the_reference(nk):
     """Fields over K only: gt4py lowers the scan without a map over cells; the hooks leave it as it is (nothing
@@ -281,6 +280,7 @@ def test_a_coefficient_over_k_only_in_a_lifted_scan_is_bitwise_the_reference():
         gp.level_weighted.with_backend(be)(gtx.as_field([Cell, K], x, allocator=np), gtx.as_field([K], w, allocator=np),
                                            out, offset_provider={})
         assert _bitwise(out.asnumpy(), gp.level_weighted_ref(x, w)), (n, nk)
+
 
 def test_exact_vectorised_maps_through_the_backend_are_bitwise():
     """``make_backend(vectorize_maps=True)`` under ``exact``: gt4py's pointwise maps as vectorised loops with the

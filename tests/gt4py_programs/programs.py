@@ -427,7 +427,6 @@ def level_search_ref(z, z_ifc, lower, top):
     return levels, founds
 
 
-
 # --- 10. fields over K only: a scan over a single column (no horizontal dimension: gt4py lowers it without a
 #         map over cells, so nothing is lifted), and a [Cell, K] scan that reads a K-only coefficient (the
 #         same value for every cell of a level, as icon4py's vertical-grid coefficients) -----------------
@@ -480,6 +479,7 @@ def level_weighted_ref(x, w):
         acc = acc * w[k] + x[:, k]
         out[:, k] = acc
     return out
+
 
 @dataclass(frozen=True)
 class Case:
