@@ -22,6 +22,9 @@ def _export_args(p: argparse.ArgumentParser) -> None:
                         "e.g. --static dt=30.0 --static enable_masking=True --static vertical_end=65)")
     p.add_argument("--variants", default=None, help="comma-separated subset of lowered,opt,opt_hooks,opt_sdfg_scan "
                    "(default: all that apply); exports of other variants into the same folder are kept")
+    p.add_argument("--lineinfo", action="store_true", help="keep DaCe's compiler.lineinfo (default 'inspect': "
+                   "each node records the Python line that made it; the translation walks the stack once per "
+                   "node, most of a large program's export time); without it the SDFGs carry no source lines")
 
 
 def _static(items: list[str]) -> dict:
@@ -53,7 +56,8 @@ def _export(args: argparse.Namespace) -> int:
     for spec in args.programs:
         ref, _, name = spec.partition("=")
         try:
-            path = export(ref, args.out, name=name or None, hooks=args.hooks, static=static, variants=variants)
+            path = export(ref, args.out, name=name or None, hooks=args.hooks, static=static, variants=variants,
+                          lineinfo=args.lineinfo)
         except ValueError as e:
             print(e, file=sys.stderr)
             return 2

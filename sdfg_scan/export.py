@@ -17,6 +17,7 @@ Needs gt4py (the ``gt4py`` extra, Python >= 3.12); this module imports it only w
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -27,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import dace
+
+from sdfg_scan.lineinfo import no_stack_lineinfo
 
 CACHE_ENV = "SDFG_SCAN_CACHE"
 
@@ -132,7 +135,7 @@ VARIANTS = ("lowered", "opt", "opt_hooks", "opt_sdfg_scan")
 
 def export(ref: str | Any, out: Path | None = None, name: str | None = None,
            hooks: str | dict | Callable[[], dict] | None = None, note: str = "", static: dict | None = None,
-           variants: list[str] | tuple[str, ...] | None = None) -> Path:
+           variants: list[str] | tuple[str, ...] | None = None, lineinfo: bool = False) -> Path:
     """Write the fixture files of one gt4py program; returns the ``NAME.meta.json`` path.
 
     :param ref: the program or ``"module:attr"`` (a ``gt4py.next`` ``@program``).
@@ -143,6 +146,11 @@ def export(ref: str | Any, out: Path | None = None, name: str | None = None,
         ``program.compile(...)`` binds them; recorded in the metadata.
     :param variants: a subset of :data:`VARIANTS` to write (default: all that apply). A later export of
         other variants to the same folder keeps the files and metadata of the earlier ones.
+    :param lineinfo: keep DaCe's ``compiler.lineinfo`` as it is (by default ``"inspect"``: every node
+        records the Python line that created it). By default the translation runs with it ``"none"``
+        (:mod:`sdfg_scan.lineinfo`): the nodes carry no source lines, the SDFGs are otherwise the same, and
+        gt4py's lowering no longer walks its deep Python stack once per node it adds (most of a large
+        program's translation time). Recorded in the metadata.
     """
     import gt4py
     import gt4py.next as gtx
@@ -187,7 +195,8 @@ def export(ref: str | Any, out: Path | None = None, name: str | None = None,
             hk = optimization_hooks(gpu=False, reproducibility="exact")
             reports = hk.reports
         t0 = time.perf_counter()
-        sdfg = _translate(gtir, axis, opt, hk)
+        with contextlib.nullcontext() if lineinfo else no_stack_lineinfo():
+            sdfg = _translate(gtir, axis, opt, hk)
         seconds = time.perf_counter() - t0
         fname = f"{name}.{variant}.sdfg"
         sdfg.save(str(out / fname))
@@ -195,6 +204,7 @@ def export(ref: str | Any, out: Path | None = None, name: str | None = None,
         meta["variants"][variant] = {
             "auto_optimize": opt, "unstructured_horizontal_has_unit_stride": opt,
             "optimization_hooks": sorted(str(k) for k in (hk or {})), "t_translate_s": round(seconds, 2),
+            "lineinfo": dace.Config.get("compiler", "lineinfo") if lineinfo else "none",
             "sdfg_scan_reports": [r.table() for r in reports]}
         meta["calling_convention"][variant] = calling_convention(sdfg)
     path.write_text(json.dumps(meta, indent=1))

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 import dace
 
 from sdfg_scan.expansions import REPRODUCIBILITY
+from sdfg_scan.lineinfo import no_stack_lineinfo
 from sdfg_scan.scan_sites import find_scans
 from sdfg_scan.scan_structure import NotAScan, analyze_scan
 
@@ -236,6 +237,7 @@ def _canonicalise_body(node, report: OptimizeReport) -> tuple[int, int, int, int
             _level_carries(before))
 
 
+@no_stack_lineinfo()
 def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact",
              inplace: dict[str, str] | None = None, vectorize_maps: bool | None = None,
              gpu_transform: bool = True, persistent_transients: str | bool = False,

@@ -36,6 +36,10 @@ os.environ.setdefault(FIXTURES_ENV, str(fixture_dir()))
 # selection must not read a user's autotune cache (tests that fill one set their own directory)
 os.environ["SDFG_SCAN_CACHE"] = tempfile.mkdtemp(prefix="sdfg_scan_cache_")
 dace.Config.set("compiler", "allow_view_arguments", value=True)
+# DaCe's default "inspect" walks the Python stack for every node added (tens of ms under pytest's deep
+# stacks); sdfg_scan turns it off for its own builders (sdfg_scan.lineinfo, test_lineinfo.py checks that
+# under "inspect"), and the tests' own SDFG builders need no line info either
+dace.Config.set("compiler", "lineinfo", value="none")
 
 
 @pytest.fixture(scope="session")

@@ -79,3 +79,26 @@ def test_find_fixture_takes_the_exporters_opt_for_opt_nohooks(tmp_path):
     (tmp_path / "prog.opt.sdfg").write_text("{}")
     assert find_fixture("prog.opt_nohooks", roots=[tmp_path]) == tmp_path / "prog.opt.sdfg"
     assert find_fixture("prog.opt_hooks", roots=[tmp_path]) is None
+
+
+def test_export_runs_without_line_info_unless_asked(tmp_path, monkeypatch, capsys):
+    """The translation runs with DaCe's ``compiler.lineinfo`` ``"none"`` (no per-node stack walk); ``--lineinfo``
+    keeps the caller's setting; the metadata says which; the caller's setting is back afterwards."""
+    monkeypatch.syspath_prepend(os.path.dirname(os.path.dirname(__file__)))
+    old = dace.Config.get("compiler", "lineinfo")
+    dace.Config.set("compiler", "lineinfo", value="inspect")
+    try:
+        prog = "tests.gt4py_programs.programs:cumsum_k"
+        assert main(["export", prog, "--variants", "lowered", "--out", str(tmp_path / "a")]) == 0
+        assert dace.Config.get("compiler", "lineinfo") == "inspect"
+        assert main(["export", prog, "--variants", "lowered", "--lineinfo", "--out", str(tmp_path / "b")]) == 0
+    finally:
+        dace.Config.set("compiler", "lineinfo", value=old)
+    capsys.readouterr()
+    lines = {}
+    for which in "ab":
+        meta = json.loads((tmp_path / which / "cumsum_k.meta.json").read_text())
+        sdfg = dace.SDFG.from_file(str(tmp_path / which / meta["files"]["lowered"]))
+        lines[which] = (meta["variants"]["lowered"]["lineinfo"],
+                        any(getattr(n, "debuginfo", None) is not None for n, _ in sdfg.all_nodes_recursive()))
+    assert lines == {"a": ("none", False), "b": ("inspect", True)}

@@ -59,3 +59,19 @@ __all__.append("ResultWriteThrough")
 from sdfg_scan.transformations.copy_in_layout_order import CopyInLayoutOrder  # noqa: E402,F401
 
 __all__.append("CopyInLayoutOrder")
+
+
+def _apply_without_stack_lineinfo() -> None:
+    """Every transformation's ``apply`` runs with DaCe's per-node stack walk off (:mod:`sdfg_scan.lineinfo`):
+    the nodes it adds would only name lines of sdfg_scan's source. Idempotent."""
+    from sdfg_scan.lineinfo import no_stack_lineinfo
+
+    for name in __all__:
+        cls = globals()[name]
+        if "apply" in vars(cls) and not getattr(cls.apply, "_sdfg_scan_no_lineinfo", False):
+            wrapped = no_stack_lineinfo()(cls.apply)
+            wrapped._sdfg_scan_no_lineinfo = True  # type: ignore[attr-defined]
+            cls.apply = wrapped
+
+
+_apply_without_stack_lineinfo()

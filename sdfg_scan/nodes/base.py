@@ -10,6 +10,7 @@ from dace.transformation.transformation import ExpandTransformation
 
 from sdfg_scan.choice import check_pin, choose
 from sdfg_scan.context import GPU_SCHEDULES, REPRODUCIBILITY, Operand
+from sdfg_scan.lineinfo import no_stack_lineinfo
 from sdfg_scan.nodes.labels import expansion_label, node_label
 
 
@@ -63,10 +64,12 @@ class ColumnNode(dace.nodes.LibraryNode):
         obj["attributes"] = {**front, **{k: v for k, v in rest.items() if k not in big}, **big}
         return obj
 
+    @no_stack_lineinfo()
     def expand(self, state_or_sdfg, state_or_impl=None, **kwargs) -> str:
         """``LibraryNode.expand``; the nested SDFG put in the node's place is labelled
         ``<name>_<implementation>`` (:func:`sdfg_scan.nodes.labels.expansion_label`) so that the expanded
-        program shows which schedule each node got."""
+        program shows which schedule each node got. DaCe's per-node walk of the Python stack is off
+        meanwhile (:mod:`sdfg_scan.lineinfo`)."""
         if not isinstance(state_or_sdfg, dace.SDFGState):  # deprecated (sdfg, state) interface
             if isinstance(state_or_impl, dace.SDFGState):
                 self.before_expand(state_or_impl)

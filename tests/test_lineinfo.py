@@ -1,0 +1,81 @@
+"""sdfg_scan builds SDFGs without DaCe's per-node walk of the Python stack (``sdfg_scan.lineinfo``).
+
+Under DaCe's default ``compiler.lineinfo = "inspect"`` each node added calls ``inspect.stack()``; these tests
+make that call fail, so any node an expansion, a transformation or ``optimize`` adds with the walk on is
+an error, and check that the caller's setting is back afterwards (also when the expansion raises)."""
+
+import inspect
+
+import dace
+import pytest
+
+import sdfg_scan
+from sdfg_scan.lineinfo import no_stack_lineinfo
+from sdfg_scan.nodes import CumulativeScan
+from sdfg_scan.transformations import LiftScans
+
+N, K = dace.symbol("N"), dace.symbol("K")
+
+
+@pytest.fixture
+def walking_forbidden(monkeypatch):
+    """``compiler.lineinfo = "inspect"`` and an ``inspect.stack`` that raises (DaCe calls it per node)."""
+    def _walk(*args, **kwargs):
+        raise AssertionError("inspect.stack() called: a node was added with DaCe's stack walk on")
+
+    old = dace.Config.get("compiler", "lineinfo")
+    dace.Config.set("compiler", "lineinfo", value="inspect")
+    monkeypatch.setattr(inspect, "stack", _walk)
+    yield
+    dace.Config.set("compiler", "lineinfo", value=old)
+
+
+def _cumulative(impl: str) -> tuple[dace.SDFG, dace.SDFGState, CumulativeScan]:
+    with no_stack_lineinfo():
+        sdfg = dace.SDFG(f"lineinfo_{impl}")
+        sdfg.add_array("x", [N, K], dace.float64)
+        sdfg.add_array("y", [N, K], dace.float64)
+        state = sdfg.add_state()
+        node = CumulativeScan("c", op="sum", axis=1)
+        node.implementation = impl
+        state.add_edge(state.add_read("x"), None, node, "_in", dace.Memlet("x[0:N, 0:K]"))
+        state.add_edge(node, "_out", state.add_write("y"), None, dace.Memlet("y[0:N, 0:K]"))
+    return sdfg, state, node
+
+
+@pytest.mark.parametrize("impl", ["sequential", "blocked", "auto"])
+def test_expansions_add_nodes_without_walking_the_stack(walking_forbidden, impl):
+    sdfg, state, node = _cumulative(impl)
+    node.expand(state)
+    assert not any(isinstance(n, CumulativeScan) for n, _ in sdfg.all_nodes_recursive())
+    assert dace.Config.get("compiler", "lineinfo") == "inspect"
+
+
+def test_the_setting_is_restored_when_an_expansion_raises(walking_forbidden):
+    sdfg, state, node = _cumulative("sequential")
+    node.axis = 5
+    with pytest.raises(Exception, match="axis 5"):
+        node.expand(state)
+    assert dace.Config.get("compiler", "lineinfo") == "inspect"
+
+
+def _numpy_scan() -> dace.SDFG:
+    @dace.program
+    def lineinfo_scan(a: dace.float64[N, K], out: dace.float64[N, K]):
+        for i in dace.map[0:N]:
+            acc = 0.0
+            for k in range(K):
+                acc = acc * 0.5 + a[i, k]
+                out[i, k] = acc
+
+    with no_stack_lineinfo():
+        return lineinfo_scan.to_sdfg()
+
+
+def test_optimize_and_transformations_add_nodes_without_walking_the_stack(walking_forbidden):
+    sdfg = _numpy_scan()
+    report = sdfg_scan.optimize(sdfg)
+    assert report.nodes and dace.Config.get("compiler", "lineinfo") == "inspect"
+    sdfg = _numpy_scan()
+    assert sdfg.apply_transformations_repeated(LiftScans, validate=False) >= 0
+    assert dace.Config.get("compiler", "lineinfo") == "inspect"
