@@ -25,7 +25,9 @@ import dace
 @contextlib.contextmanager
 def no_stack_lineinfo() -> Iterator[None]:
     """``compiler.lineinfo`` is ``"none"`` inside, the caller's value after (also as a decorator:
-    ``@no_stack_lineinfo()``; each call saves and restores, so nesting and recursion are safe)."""
+    ``@no_stack_lineinfo()``; each use saves and restores, so nesting and recursion are safe). DaCe keeps
+    its configuration per thread (``dace.config._ConfigData`` is a ``threading.local``): a context in one
+    thread leaves every other thread's setting alone."""
     saved = dace.Config.get("compiler", "lineinfo")
     dace.Config.set("compiler", "lineinfo", value="none")
     try:

@@ -79,3 +79,34 @@ def test_optimize_and_transformations_add_nodes_without_walking_the_stack(walkin
     sdfg = _numpy_scan()
     assert sdfg.apply_transformations_repeated(LiftScans, validate=False) >= 0
     assert dace.Config.get("compiler", "lineinfo") == "inspect"
+
+
+def test_nested_and_concurrent_uses_give_the_setting_back():
+    """Nested uses restore in order; DaCe's configuration is per thread, so a context open in another thread
+    changes nothing here."""
+    import threading
+
+    old = dace.Config.get("compiler", "lineinfo")
+    dace.Config.set("compiler", "lineinfo", value="inspect")
+    try:
+        inside, release = threading.Event(), threading.Event()
+
+        def other():
+            with no_stack_lineinfo():
+                inside.set()
+                release.wait(10)
+
+        t = threading.Thread(target=other)
+        t.start()
+        assert inside.wait(10)
+        assert dace.Config.get("compiler", "lineinfo") == "inspect"
+        with no_stack_lineinfo():
+            with no_stack_lineinfo():
+                assert dace.Config.get("compiler", "lineinfo") == "none"
+            assert dace.Config.get("compiler", "lineinfo") == "none"
+            release.set()
+            t.join(10)
+            assert dace.Config.get("compiler", "lineinfo") == "none"
+        assert dace.Config.get("compiler", "lineinfo") == "inspect"
+    finally:
+        dace.Config.set("compiler", "lineinfo", value=old)
