@@ -23,8 +23,8 @@ def _export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variants", default=None, help="comma-separated subset of lowered,opt,opt_hooks,opt_sdfg_scan "
                    "(default: all that apply); exports of other variants into the same folder are kept")
     p.add_argument("--lineinfo", action="store_true", help="keep DaCe's compiler.lineinfo (default 'inspect': "
-                   "each node records the Python line that made it; the translation walks the stack once per "
-                   "node, most of a large program's export time); without it the SDFGs carry no source lines")
+                   "each node records the Python line that made it, and the translation walks the stack once per "
+                   "node); without it the SDFGs carry no source lines")
 
 
 def _static(items: list[str]) -> dict:

@@ -149,8 +149,8 @@ def export(ref: str | Any, out: Path | None = None, name: str | None = None,
     :param lineinfo: keep DaCe's ``compiler.lineinfo`` as it is (by default ``"inspect"``: every node
         records the Python line that created it). By default the translation runs with it ``"none"``
         (:mod:`sdfg_scan.lineinfo`): the nodes carry no source lines, the SDFGs are otherwise the same, and
-        gt4py's lowering no longer walks its deep Python stack once per node it adds (most of a large
-        program's translation time). Recorded in the metadata.
+        gt4py's lowering does not walk its deep Python stack once per node it adds (on aes graupel most of
+        the translation is SymPy inside gt4py's lowering either way). Recorded in the metadata.
     """
     import gt4py
     import gt4py.next as gtx

@@ -110,3 +110,11 @@ def test_nested_and_concurrent_uses_give_the_setting_back():
         assert dace.Config.get("compiler", "lineinfo") == "inspect"
     finally:
         dace.Config.set("compiler", "lineinfo", value=old)
+
+
+def test_every_registered_transformation_applies_without_the_walk():
+    from sdfg_scan import registry
+
+    unwrapped = [name for name, cls in registry.transformations().items()
+                 if not getattr(cls.apply, "_sdfg_scan_no_lineinfo", False)]
+    assert not unwrapped, f"transformations whose apply walks the stack: {unwrapped}"
