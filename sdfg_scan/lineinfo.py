@@ -16,24 +16,18 @@ DaCe's frontend takes from a parsed program, are not affected.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+from typing import Any
 
 import dace
 
 
-@contextlib.contextmanager
-def no_stack_lineinfo() -> Iterator[None]:
-    """``compiler.lineinfo`` is ``"none"`` inside, the caller's value after (also as a decorator:
-    ``@no_stack_lineinfo()``; each use saves and restores, so nesting and recursion are safe). DaCe keeps
-    its configuration per thread (``dace.config._ConfigData`` is a ``threading.local``): a context in one
-    thread leaves every other thread's setting alone."""
-    saved = dace.Config.get("compiler", "lineinfo")
-    dace.Config.set("compiler", "lineinfo", value="none")
-    try:
-        yield
-    finally:
-        dace.Config.set("compiler", "lineinfo", value=saved)
+def no_stack_lineinfo() -> Any:
+    """``compiler.lineinfo`` is ``"none"`` inside, the caller's value after: DaCe's own
+    ``dace.config.set_temporary`` (a generator context manager, so also a decorator, ``@no_stack_lineinfo()``,
+    saving and restoring at each call: nesting and recursion are safe). DaCe keeps its configuration per
+    thread (``dace.config._ConfigData`` is a ``threading.local``): a context in one thread leaves every
+    other thread's setting alone."""
+    return dace.config.set_temporary("compiler", "lineinfo", value="none")
 
 
 __all__ = ["no_stack_lineinfo"]

@@ -85,15 +85,11 @@ def test_export_runs_without_line_info_unless_asked(tmp_path, monkeypatch, capsy
     """The translation runs with DaCe's ``compiler.lineinfo`` ``"none"`` (no per-node stack walk); ``--lineinfo``
     keeps the caller's setting; the metadata says which; the caller's setting is back afterwards."""
     monkeypatch.syspath_prepend(os.path.dirname(os.path.dirname(__file__)))
-    old = dace.Config.get("compiler", "lineinfo")
-    dace.Config.set("compiler", "lineinfo", value="inspect")
-    try:
+    with dace.config.set_temporary("compiler", "lineinfo", value="inspect"):
         prog = "tests.gt4py_programs.programs:cumsum_k"
         assert main(["export", prog, "--variants", "lowered", "--out", str(tmp_path / "a")]) == 0
         assert dace.Config.get("compiler", "lineinfo") == "inspect"
         assert main(["export", prog, "--variants", "lowered", "--lineinfo", "--out", str(tmp_path / "b")]) == 0
-    finally:
-        dace.Config.set("compiler", "lineinfo", value=old)
     capsys.readouterr()
     lines = {}
     for which in "ab":

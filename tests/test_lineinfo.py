@@ -23,11 +23,9 @@ def walking_forbidden(monkeypatch):
     def _walk(*args, **kwargs):
         raise AssertionError("inspect.stack() called: a node was added with DaCe's stack walk on")
 
-    old = dace.Config.get("compiler", "lineinfo")
-    dace.Config.set("compiler", "lineinfo", value="inspect")
     monkeypatch.setattr(inspect, "stack", _walk)
-    yield
-    dace.Config.set("compiler", "lineinfo", value=old)
+    with dace.config.set_temporary("compiler", "lineinfo", value="inspect"):
+        yield
 
 
 def _cumulative(impl: str) -> tuple[dace.SDFG, dace.SDFGState, CumulativeScan]:
@@ -86,9 +84,7 @@ def test_nested_and_concurrent_uses_give_the_setting_back():
     changes nothing here."""
     import threading
 
-    old = dace.Config.get("compiler", "lineinfo")
-    dace.Config.set("compiler", "lineinfo", value="inspect")
-    try:
+    with dace.config.set_temporary("compiler", "lineinfo", value="inspect"):
         inside, release = threading.Event(), threading.Event()
 
         def other():
@@ -108,8 +104,6 @@ def test_nested_and_concurrent_uses_give_the_setting_back():
             t.join(10)
             assert dace.Config.get("compiler", "lineinfo") == "none"
         assert dace.Config.get("compiler", "lineinfo") == "inspect"
-    finally:
-        dace.Config.set("compiler", "lineinfo", value=old)
 
 
 def test_every_registered_transformation_applies_without_the_walk():
