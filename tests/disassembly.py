@@ -34,8 +34,10 @@ def vector_math_called(library: str) -> bool:
 
 def _map_bodies(library: str) -> dict[str, str]:
     """``{function: its disassembly}`` for ``VectorizeCellMap``'s functions (``_sdfg_scan_map_*`` and their
-    OpenMP bodies) in the shared library ``library``."""
-    return {name: body for name, body in _functions(library).items() if "_sdfg_scan_map_" in name}
+    OpenMP bodies, and the packed ``pow`` of its staged call sites, ``_sdfg_scan_pw_*``) in the shared library
+    ``library``."""
+    return {name: body for name, body in _functions(library).items()
+            if "_sdfg_scan_map_" in name or "_sdfg_scan_pw_" in name}
 
 
 def map_calls(library: str) -> dict[str, set[str]]:

@@ -28,6 +28,12 @@ the IEEE arithmetic (vector add, multiply, divide and sqrt round as the scalar o
 (simd clones that loop over the lanes: ``scan_blocked.SCALAR_LANE_MATH``): bitwise the map under the same
 IEEE-strict flags.
 
+Under ``exact`` and with ``accurate_pow`` the ``pow`` calls are *staged* (:mod:`sdfg_scan.expansions.staged_pow`):
+a recording pass over the block writes each call site's lane predicate and arguments, each site's ``pow`` runs
+on its active lanes packed together (the same function on the same arguments: the same values), and a last
+pass over the block reads the results. The if-converted loop computed every site in every lane: 29 ``pow`` per
+point of graupel's map against the 11.3 the program makes. A body the staging does not read stays one loop.
+
 Legality (``can_be_applied`` runs the translator; a refusal changes nothing): a top-level map (not
 inside another scope) with a default or CPU schedule, unit steps, whose innermost parameter indexes
 the unit-stride dimension of every array it writes (or, beside at least one known unit-stride array, a
@@ -58,6 +64,7 @@ from dace.sdfg.utils import dfs_topological_sort
 from dace.transformation import transformation as xf
 
 from sdfg_scan.expansions import scan_blocked_codegen as codegen
+from sdfg_scan.expansions import staged_pow
 from sdfg_scan.expansions.scan_blocked import (
     BLOCK,
     VECTOR_MATH,
@@ -163,7 +170,7 @@ def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
 
     w = Writer()
     w.depth = 2
-    bw = BodyWriter(w, if_convert=True, exact_math=exact, read_back=True)
+    bw = BodyWriter(w, if_convert=True, exact_math=exact, read_back=True, pow_lanes=accurate_pow)
     inner = state.scope_subgraph(entry, include_entry=False, include_exit=False)
     for n in inner.nodes():
         if isinstance(n, nodes.AccessNode):
@@ -211,10 +218,15 @@ def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
     for name in lanes:   # (names in sorted order: the loop above walks them sorted)
         tasks += [f"    double _lane_{name}[{block}];",
                   f"    for (long long _q = 0; _q < {block}; ++_q) _lane_{name}[_q] = _r_{name} ? 1.0 : 0.0;"]
-    tasks += ["    #pragma omp simd",
-              f"    for (long long {LANE} = 0; {LANE} < _n; ++{LANE}) {{",
-              f"        const long long _m_{cell} = _c0 + {LANE};"]
-    tasks += w.lines + ["    }", "}"]
+    head = ["    #pragma omp simd", f"    for (long long {LANE} = 0; {LANE} < _n; ++{LANE}) {{",
+            f"        const long long _m_{cell} = _c0 + {LANE};"]
+    body = [codegen.vector_math(ln, exact=True) for ln in w.lines] if exact else w.lines
+    staging = staged_pow.stage(body, "exact" if exact else "replay", block) if (exact or accurate_pow) else None
+    if staging is None:
+        tasks += head + body + ["    }", "}"]
+    else:
+        # each pow computed only in the lanes that take its branch (staged_pow: several passes over the block)
+        tasks += ["    " + ln for ln in staged_pow.loops(staging, head, "exact" if exact else "replay")] + ["}"]
     code += codegen.versioned(tasks, unit)
     text = "\n".join(code)
     # exact: every exp/log/pow of the loop (tasklets, conditions, symbols) through the per-lane scalar calls
@@ -290,7 +302,8 @@ class VectorizeCellMap(xf.SingleStateTransformation):
         glob, call = _as_function(sdfg, f"{entry.map.label}_{sdfg.cfg_id}_{graph.block_id}", code, ins, outs)
         t = graph.add_tasklet(f"{entry.map.label}_vectorized", ins, outs, call, language=dtypes.Language.CPP,
                               code_global=(scalar_lane_math() if self.exact else
-                                           (accurate_pow_math() if self.accurate_pow else "") + VECTOR_MATH) + glob)
+                                           (accurate_pow_math() if self.accurate_pow else "") + VECTOR_MATH)
+                              + (staged_pow.support() if self.exact or self.accurate_pow else "") + glob)
         # libmvec and the flags GCC needs to vectorise the loop (not only where a blocked_simd node brings them)
         env = ScalarLaneLoops if self.exact else AccurateVectorMath if self.accurate_pow else VectorMath
         t.environments = {env.full_class_path()}  # type: ignore[attr-defined]  # by @dace.library.environment

@@ -344,14 +344,19 @@ def versioned(lines: list[str], unit: list[str]) -> list[str]:
             + ["}"])
 
 
-def vector_math(text: str, exact: bool = False, active: str = "true", predicated: bool = False) -> str:
+def vector_math(text: str, exact: bool = False, active: str = "true", predicated: bool = False,
+                pow_lanes: bool = False) -> str:
     """Calls of ``dace::math::exp/log/pow`` -> the simd-declared wrappers (libmvec when vectorised; their
     template overloads call DaCe's function for arguments that are not doubles). ``exact``: the wrappers
     that call the scalar function per lane where the lane predicate ``active`` holds (the lanes whose
     branch the program takes: the others' values are never selected), for every call of those functions
     (a bare ``exp(`` of the DaCe frontend too: declared ``simd`` by a replay part of the program, it would
     reach libmvec). ``predicated`` (not ``exact``): inside a branch (``active`` not ``true``), the vector calls
-    that skip a vector none of whose lanes takes it (:data:`PREDICATED_FUNCTIONS`)."""
+    that skip a vector none of whose lanes takes it (:data:`PREDICATED_FUNCTIONS`). ``pow_lanes`` (not
+    ``exact``, not ``predicated``): ``pow`` as ``_sdfg_scan_spow(active, x, y)``, the site call that
+    :mod:`~sdfg_scan.expansions.staged_pow` stages (replay's accurate ``pow`` where it does not)."""
+    if not exact and pow_lanes and not predicated:
+        text = text.replace("dace::math::pow(", f"_sdfg_scan_spow({active}, ")
     if not exact:
         lanes = predicated and active != "true"
         for f, v in (PREDICATED_FUNCTIONS if lanes else VECTOR_FUNCTIONS).items():
@@ -366,8 +371,10 @@ class BodyWriter:
     """Writes the blocks of a body (and its nested SDFGs) as per-cell C++ into a :class:`Writer`."""
 
     def __init__(self, w: Writer, if_convert: bool, exact_math: bool = False, read_back: bool = False,
-                 predicated: bool = False):
+                 predicated: bool = False, pow_lanes: bool = False):
         self.w, self.if_convert = w, if_convert
+        # replay: every pow written with its branch's lane predicate (vector_math's pow_lanes)
+        self.pow_lanes = pow_lanes and not exact_math and not predicated
         # read_back: an element of memory that only some branches of an if-converted block write is selected
         # too (its value before the block where no branch writes it) and stored for every lane, when the body
         # has read that same element unconditionally before the block: the address is valid in every lane,
@@ -541,7 +548,7 @@ class BodyWriter:
             self.w(f"const bool {f} = {c};")
             flags.append(f)
         preds: list[str | None] = [None] * len(conds)
-        if self.exact_math or self.predicated:
+        if self.exact_math or self.predicated or self.pow_lanes:
             # the lanes that take each branch (the first true condition; inside the enclosing branch's lanes):
             # the exact form calls libm there only, as the program does; the predicated replay calls skip
             # the vectors with none of them
@@ -700,7 +707,7 @@ class BodyWriter:
                 # not under a plain ``if``: GCC if-converts a call there only if it is a built-in (glibc's
                 # exp/log/pow are) or has an "inbranch" simd clone, which the predicated calls do not have
                 text = vector_math(text, self.exact_math, self.active[-1] if self.active else "true",
-                                   self.predicated and not self.plain)
+                                   self.predicated and not self.plain, self.pow_lanes)
             for line in text.splitlines():
                 self.w(line)
         for conn, ref, index, dtype in outs:
