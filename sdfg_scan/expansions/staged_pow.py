@@ -421,46 +421,46 @@ def loops(st: Staging, head: list[str], cls: str) -> list[str]:
 
 def support() -> str:
     """``code_global``: the record of a site and the packed ``pow`` of both classes (after the math they call)."""
-    return f"""
+    return """
 #ifndef SDFG_SCAN_STAGED_POW
 #define SDFG_SCAN_STAGED_POW
 #define SDFG_SCAN_PW_CHUNK 256
 // sdfg_scan.expansions.staged_pow: a pow call site of a staged pass records its lane predicate and arguments
 __attribute__((always_inline)) static inline double _sdfg_scan_pw_rec(double& ra, double& rx, double& ry, bool a,
-                                                                       double x, double y) noexcept {{
-    ra = a ? 1.0 : 0.0; rx = x; ry = y; return 0.0; }}
+                                                                       double x, double y) noexcept {
+    ra = a ? 1.0 : 0.0; rx = x; ry = y; return 0.0; }
 #if defined(__AVX512F__) && defined(__GNUC__)
 #include <immintrin.h>
 #define SDFG_SCAN_PW_PACK(n, a, x, y, cx, cy, m) \\
-    for (long long l = 0; l < n; l += 8) {{ \\
+    for (long long l = 0; l < n; l += 8) { \\
         const __mmask8 t = n - l >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (n - l)) - 1u); \\
         const __mmask8 k = _mm512_mask_cmp_pd_mask(t, _mm512_load_pd(a + l), _mm512_setzero_pd(), _CMP_NEQ_UQ); \\
         _mm512_storeu_pd(cx + m, _mm512_maskz_compress_pd(k, _mm512_load_pd(x + l))); \\
         _mm512_storeu_pd(cy + m, _mm512_maskz_compress_pd(k, _mm512_load_pd(y + l))); \\
-        m += __builtin_popcount((unsigned)k); }}
+        m += __builtin_popcount((unsigned)k); }
 #define SDFG_SCAN_PW_UNPACK(n, a, x, cx) \\
-    for (long long l = 0, m = 0; l < n; l += 8) {{ \\
+    for (long long l = 0, m = 0; l < n; l += 8) { \\
         const __mmask8 t = n - l >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (n - l)) - 1u); \\
         const __mmask8 k = _mm512_mask_cmp_pd_mask(t, _mm512_load_pd(a + l), _mm512_setzero_pd(), _CMP_NEQ_UQ); \\
         _mm512_store_pd(x + l, _mm512_mask_expand_pd(_mm512_load_pd(x + l), k, _mm512_loadu_pd(cx + m))); \\
-        m += __builtin_popcount((unsigned)k); }}
+        m += __builtin_popcount((unsigned)k); }
 #else
 #define SDFG_SCAN_PW_PACK(n, a, x, y, cx, cy, m) \\
-    for (long long l = 0; l < n; ++l) if (a[l] != 0.0) {{ cx[m] = x[l]; cy[m] = y[l]; ++m; }}
+    for (long long l = 0; l < n; ++l) if (a[l] != 0.0) { cx[m] = x[l]; cy[m] = y[l]; ++m; }
 #define SDFG_SCAN_PW_UNPACK(n, a, x, cx) \\
     for (long long l = 0, m = 0; l < n; ++l) if (a[l] != 0.0) x[l] = cx[m++];
 #endif
 // (in chunks of SDFG_SCAN_PW_CHUNK lanes, a multiple of 8: the arrays are 64-byte aligned, any length)
 #define SDFG_SCAN_PW_EVAL(name, call) \\
-static __attribute__((noinline)) void name(long long n, const double* a, double* x, const double* y) noexcept {{ \\
+static __attribute__((noinline)) void name(long long n, const double* a, double* x, const double* y) noexcept { \\
     alignas(64) double cx[SDFG_SCAN_PW_CHUNK + 8], cy[SDFG_SCAN_PW_CHUNK + 8]; \\
-    for (long long c = 0; c < n; c += SDFG_SCAN_PW_CHUNK) {{ \\
+    for (long long c = 0; c < n; c += SDFG_SCAN_PW_CHUNK) { \\
         const long long nc = n - c < SDFG_SCAN_PW_CHUNK ? n - c : SDFG_SCAN_PW_CHUNK; \\
         long long m = 0; \\
         SDFG_SCAN_PW_PACK(nc, (a + c), (x + c), (y + c), cx, cy, m) \\
         _Pragma("omp simd") \\
         for (long long j = 0; j < m; ++j) cx[j] = call(cx[j], cy[j]); \\
-        SDFG_SCAN_PW_UNPACK(nc, (a + c), (x + c), cx) }} }}
+        SDFG_SCAN_PW_UNPACK(nc, (a + c), (x + c), cx) } }
 #endif
 #if defined(SDFG_SCAN_SCALAR_LANE_MATH) && !defined(SDFG_SCAN_PW_EXACT)
 #define SDFG_SCAN_PW_EXACT
@@ -470,9 +470,9 @@ SDFG_SCAN_PW_EVAL(_sdfg_scan_pw_exact, SDFG_SCAN_PW_XPOW)
 #if defined(SDFG_SCAN_ACCURATE_POW_CALL) && !defined(SDFG_SCAN_PW_REPLAY)
 #define SDFG_SCAN_PW_REPLAY
 // replay's site call outside a staged loop: the accurate pow inline, as before staging
-__attribute__((always_inline)) static inline double _sdfg_scan_spow(bool, double x, double y) noexcept {{
-    return _sdfg_scan_apow(x, y); }}
-template <typename A, typename B> static inline auto _sdfg_scan_spow(bool, A x, B y) {{ return _sdfg_scan_apow(x, y); }}
+__attribute__((always_inline)) static inline double _sdfg_scan_spow(bool, double x, double y) noexcept {
+    return _sdfg_scan_apow(x, y); }
+template <typename A, typename B> static inline auto _sdfg_scan_spow(bool, A x, B y) { return _sdfg_scan_apow(x, y); }
 SDFG_SCAN_PW_EVAL(_sdfg_scan_pw_replay, _sdfg_scan_apow)
 #endif
 """
