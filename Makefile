@@ -47,7 +47,7 @@ test: lint
 
 # not in CI: the whole-graupel checks (marker `long`: hooked and dynamic-domain graupel forms bitwise after
 # optimize, graupel bitwise after one transformation, graupel's CUDA build) and CUDA builds CI covers with
-# a twin; about 7 minutes on a 2-core VM (stop 44: 6:27, 21 passed)
+# a twin; about 7 minutes on a 2-core VM (stop 44: 6:27, stop 45: 7:18, 21 passed)
 test-long: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m long
 

@@ -273,7 +273,9 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         ``pow`` the checked accurate ``pow`` with glibc's call in the lanes where its value is not provably
         glibc's: bitwise the program under the same IEEE-strict flags; on ``graupel_run_dyn`` no faster than the
         scalar maps on an AMD Zen 4 (1.42x against 1.40x, stop 36), 5 to 12 % slower on an Intel AVX-512 Xeon
-        (stop 42), and ``graupel_run``, 100 cells, 0.96x against 1.06x: README). None (the default): under
+        (stop 42), and ``graupel_run``, 100 cells, 0.96x against 1.06x; with its ``pow`` calls staged
+        (:mod:`sdfg_scan.expansions.staged_pow`, stop 45) 2 to 3 % faster than the scalar maps on that Xeon:
+        README). None (the default): under
         ``replay`` only (under ``exact`` the maps keep the program's scalar code since stop 42); True or False:
         under every class, or none. A
         vectorised map indexes through the strides its arrays have when ``optimize`` runs: pass False where
