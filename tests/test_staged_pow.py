@@ -62,6 +62,7 @@ def test_sites_depths_and_what_stays_inline():
     (lambda b: b + ["y += 1.0;"], "a compound assignment"),
     (lambda b: b + ["foo(a);"], "a statement of another form"),
     (lambda b: b + ["z = 1.0;"], "an assignment to a name the body does not declare"),
+    (lambda b: b + ["double* const p = _r_x + 1;"], "a declaration of another form"),
 ])
 def test_bodies_it_does_not_read_are_left_alone(change, why):
     assert staged_pow.stage(change(list(BODY)), "exact", 256) is None, why

@@ -321,8 +321,8 @@ class _Analyzer:
             self.set(lhs, d, "", self.literal(rhs) if "\x00" not in marked else None, declare=False)
             return new, None
         base = _IDENT.search(lhs)
-        if base is None:
-            raise _Refuse(f"store to '{lhs}'")
+        if base is None or not lhs.endswith("]"):
+            raise _Refuse(f"store to '{lhs}'")   # (an element of an array is all the writer stores)
         v = self.lookup(base.group(0))
         if v is not None and v[1].endswith("[]"):
             # an element of a local array: its depth is the deepest value ever stored in it
