@@ -97,20 +97,12 @@ def _physics(q: dace.float64[K, N], t: dace.float64[K, N], e: dace.float64[K, N]
         o3[k, i] = np.log(t[k, i]) + (t[k, i] / 273.15) ** 0.37
 
 
-def _strict(sdfg, extra: str = ""):
-    from sdfg_scan.expansions.environments import LIBM_HEADER, ExactArithmetic
-
-    sdfg.append_global_code(f'#include "{LIBM_HEADER}"\n')
-    flags = dace.Config.get("compiler", "cpu", "args") + " " + " ".join(ExactArithmetic.cmake_compile_flags)
-    flags += " " + extra
-    with dace.config.set_temporary("compiler", "cpu", "args", value=flags):
-        return sdfg.compile()
-
-
 @pytest.fixture(scope="module")
 def builds():
+    from test_vectorize_cell_map import _strict_build
+
     base = _physics.to_sdfg(simplify=True)
-    out = {"base": _strict(copy.deepcopy(base))}
+    out = {"base": _strict_build(copy.deepcopy(base))}
     variants = [("exact", {"exact": True}, True), ("replay", {"accurate_pow": True}, True),
                 ("replay_unstaged", {"accurate_pow": True}, False)]
     if platform.machine() in ("x86_64", "AMD64"):
@@ -127,7 +119,7 @@ def builds():
         code = "\n".join(o.clean_code for o in copy.deepcopy(vec).generate_code())
         cls = "exact" if "exact" in opts else "replay"
         assert (f"_sdfg_scan_pw_{cls}(_n, " in code) == enabled, name
-        out[name] = _strict(vec, "-mno-avx512f" if name.endswith("no_avx512") else "")
+        out[name] = _strict_build(vec, "-mno-avx512f" if name.endswith("no_avx512") else "")
     return out
 
 

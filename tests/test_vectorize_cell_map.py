@@ -384,12 +384,14 @@ def _tasklets(name: str, types: dict, codes: list[tuple[str, str, str]]) -> dace
                                  code, {"y": dace.Memlet(f"{dst}[k, c]")}, external_edges=True)
     return sdfg
 
-def _strict_build(sdfg):
-    """IEEE flags and ``sdfg_scan_libm.h``, as in a program that also holds an ``exact`` node (graupel)."""
+def _strict_build(sdfg, extra: str = ""):
+    """IEEE flags and ``sdfg_scan_libm.h``, as in a program that also holds an ``exact`` node (graupel);
+    ``extra``: flags after those."""
     from sdfg_scan.expansions.environments import LIBM_HEADER, ExactArithmetic
 
     sdfg.append_global_code(f'#include "{LIBM_HEADER}"\n')
     flags = dace.Config.get("compiler", "cpu", "args") + " " + " ".join(ExactArithmetic.cmake_compile_flags)
+    flags += " " + extra
     with dace.config.set_temporary("compiler", "cpu", "args", value=flags):
         return sdfg.compile()
 

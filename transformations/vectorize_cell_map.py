@@ -221,12 +221,13 @@ def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
     head = ["    #pragma omp simd", f"    for (long long {LANE} = 0; {LANE} < _n; ++{LANE}) {{",
             f"        const long long _m_{cell} = _c0 + {LANE};"]
     body = [codegen.vector_math(ln, exact=True) for ln in w.lines] if exact else w.lines
-    staging = staged_pow.stage(body, "exact" if exact else "replay", block) if (exact or accurate_pow) else None
+    cls = "exact" if exact else "replay"
+    staging = staged_pow.stage(body, cls, block) if (exact or accurate_pow) else None
     if staging is None:
         tasks += head + body + ["    }", "}"]
     else:
         # each pow computed only in the lanes that take its branch (staged_pow: several passes over the block)
-        tasks += ["    " + ln for ln in staged_pow.loops(staging, head, "exact" if exact else "replay")] + ["}"]
+        tasks += ["    " + ln for ln in staged_pow.loops(staging, head, cls)] + ["}"]
     code += codegen.versioned(tasks, unit)
     text = "\n".join(code)
     # exact: every exp/log/pow of the loop (tasklets, conditions, symbols) through the per-lane scalar calls

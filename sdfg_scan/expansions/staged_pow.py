@@ -25,7 +25,7 @@ declarations, assignments). Anything else refuses (:func:`stage` returns None an
 a plain ``if`` left by a branch that was not if-converted, a statement of another form, a load from memory
 after a store to memory (a later pass would read what an earlier one did not store). A site stays inline (as
 before) where its arguments are not known to be ``double`` (DaCe's ``pow`` of integers is another function)
-or where GCC folds it (a literal exponent that is an integer, or a literal base and exponent: the program's
+or where GCC folds it (a literal exponent of 0, 1, 2 or -1, or a literal base and exponent: the program's
 build folds those too, and the staged call would not see the literal).
 """
 
@@ -61,7 +61,7 @@ _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _DECL = re.compile(r"^(?P<type>(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:long\s+long|[A-Za-z_][\w:]*))\s+"
                    r"(?P<name>[A-Za-z_]\w*)\s*(?P<arr>\[[^\]]*\])?\s*(?:=\s*(?P<init>.*))?;$")
 _KEYWORDS = {"if", "else", "for", "while", "do", "return", "switch", "case", "goto", "break", "continue"}
-_LITERAL_WORDS = {"true", "false"}
+_CALL = re.compile(r"([A-Za-z_][\w:]*)\s*\(([^()]*)\)")
 
 
 class _Refuse(Exception):
@@ -185,20 +185,14 @@ class _Analyzer:
         return None
 
     def is_double(self, text: str) -> bool:
-        """Every name in ``text`` a ``double`` of the body (or a staged site's value), every number a floating
-        literal, only arithmetic, ``min``/``max`` and the loop's ``exp``/``log`` between them."""
+        """Every name in ``text`` a ``double`` of the body (or a site's value: the loop's ``pow``/``exp``/``log`` of
+        doubles), every number a floating literal, only arithmetic and ``min``/``max`` between them."""
         t = self.sites_as_values(text)
-        call = re.compile(r"([A-Za-z_][\w:]*)\s*\(([^()]*)\)")
         while True:
-            m = call.search(t)
+            m = _CALL.search(t)
             if m is None:
                 break
-            name, args = m.group(1), [a.strip() for a in m.group(2).split(",")]
-            if name in ("_sdfg_scan_xexp", "_sdfg_scan_xlog", "_sdfg_scan_pexp", "_sdfg_scan_plog"):
-                args = args[1:]   # the lane predicate
-            elif name not in ("min", "max", "_sdfg_scan_vexp", "_sdfg_scan_vlog"):
-                return False
-            if not args or not all(self.is_double(a) for a in args):
+            if m.group(1) not in ("min", "max") or not all(self.is_double(a) for a in m.group(2).split(",")):
                 return False
             t = t[:m.start()] + "0.0" + t[m.end():]
         if re.search(r"[?:<>=!&|%~^\[,]", t):
@@ -246,7 +240,6 @@ class _Analyzer:
                 t, da = self.expr(a)
                 marked.append(t)
                 d = max(d, da)
-            d = max(d, self.names_depth(" ".join(args)))
             values = marked[-2:] if func == self.func else marked[nargs - 1:]
             doubles = all(self.is_double(v) for v in values)
             staged = False
@@ -272,9 +265,6 @@ class _Analyzer:
                 d = max(d, v[0])
             elif text[m.end():m.end() + 1] == "[" and _array(name) in self.stored:
                 raise _Refuse(f"'{name}' read from memory after a store to it")
-        for m in re.finditer(r"\x00(\d+)\x00", text):
-            s = self.sites[int(m.group(1))]
-            d = max(d, s.depth + 1 if s.staged else s.depth)
         return d
 
     def line(self, raw: str) -> tuple[str, str | None]:
@@ -294,7 +284,7 @@ class _Analyzer:
         if first is not None and first.group(0) in _KEYWORDS:
             raise _Refuse(f"control flow in the body: {text}")
         m = _DECL.match(text)
-        if m is not None and m.group("type") not in _KEYWORDS:
+        if m is not None:
             name, ctype = m.group("name"), " ".join(m.group("type").split())
             if m.group("arr"):
                 if m.group("init"):
@@ -384,7 +374,8 @@ def stage(lines: list[str], cls: str, block: int) -> Staging | None:
         s.staged = s.staged and s.depth <= MAX_DEPTH
         s.cached = not s.staged and s.cacheable and s.depth == 0
     staged = [i for i, s in enumerate(an.sites) if s.staged]
-    if not staged:
+    cached = [i for i, s in enumerate(an.sites) if s.cached]
+    if not staged or (3 * len(staged) + len(cached)) * block * 8 > ARRAY_BYTES:
         return None
     top = max(an.sites[i].depth for i in staged)
     passes: list[list[str]] = []
@@ -398,9 +389,6 @@ def stage(lines: list[str], cls: str, block: int) -> Staging | None:
         passes.append([f"(void)({_render(store, an.sites, p)});" if store is not None else _render(t, an.sites, p)
                        for t, store in marked])
     passes.append([_render(t, an.sites, None) for t, _ in marked])
-    cached = [i for i, s in enumerate(an.sites) if s.cached]
-    if (3 * len(staged) + len(cached)) * block * 8 > ARRAY_BYTES:
-        return None
     return Staging(passes, after, staged, cached, block)
 
 
