@@ -144,7 +144,8 @@ def bench_dycore_pair(size: tuple[int, int], samples: int, repeat: int) -> list[
 def _graupel_blocked(impl: str | None, reproducibility: str, vectorize_maps: bool | None = False,
                      persistent: bool = False, write_through: bool = True, fast_pow_maps: bool = False):
     """``graupel_run_dyn`` after ``optimize`` with its scan pinned to ``impl`` (None: ``optimize``'s choice);
-    ``vectorize_maps``: as ``optimize``'s (None: its default, the maps vectorised under replay only);
+    ``vectorize_maps``: as ``optimize``'s (None: its default, every map under replay, the staged ones under
+    exact);
     ``persistent``: its top-level transients allocated once (``"grow"``: legal for any sizes; allocated again
     only where a call's sizes outgrow them, which the benchmark's one size never does);
     ``write_through=False``: without ``ResultWriteThrough`` (the "before" row of that step);
@@ -309,6 +310,8 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int, profile_seconds: 
                 "auto (exact)": lambda: fx.compile_once("bench_graupel_auto_exact", _graupel_blocked(None, "exact", None)),
                 "exact, maps vectorised": lambda: fx.compile_once("bench_graupel_exact_maps_vectorised",
                                                           _graupel_blocked(None, "exact", True)),
+                "exact, maps scalar": lambda: fx.compile_once("bench_graupel_exact_maps_scalar",
+                                                      _graupel_blocked(None, "exact", False)),
                 "auto, libm errno wrappers": lambda: _compile_libm_wrappers(_graupel_blocked(None, "exact", None),
                                                                    "bench_graupel_auto_exact_wrapped"),
                 "auto, no ResultWriteThrough": lambda: fx.compile_once(
@@ -348,6 +351,7 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int, profile_seconds: 
 
     same("gt4py IEEE-strict", "auto (exact)")
     same("gt4py IEEE-strict", "exact, maps vectorised")
+    same("gt4py IEEE-strict", "exact, maps scalar")
     same("gt4py IEEE-strict", "auto, no ResultWriteThrough")
     same("gt4py IEEE-strict", "auto, libm errno wrappers")
     same("auto (replay)", "auto (replay), libm errno wrappers")
@@ -361,9 +365,10 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int, profile_seconds: 
     same("gt4py IEEE-strict", "auto + persistent (exact)")
     same("auto (replay)", "auto + persistent (replay)")
     rows = [f"graupel_run_dyn {ncells}x{nlev}: {100 * wet:.0f}% of the (cell, level) points hold precipitation; "
-            "every exact row (auto = optimize(reproducibility='exact'): blocked, the pointwise maps gt4py's scalar "
-            "code; exact, maps vectorised: vectorize_maps=True, the maps in their exact vectorised form) bitwise "
-            "equal to the IEEE-strict build; "
+            "every exact row (auto = optimize(reproducibility='exact'): blocked, the pointwise maps whose math "
+            "calls are staged in their exact vectorised form (since stop 46; here all of them); exact, maps "
+            "vectorised: vectorize_maps=True, every map; exact, maps scalar: vectorize_maps=False, gt4py's scalar "
+            "code, the default of stops 42 to 45) bitwise equal to the IEEE-strict build; "
             "+ persistent: optimize(persistent_transients='grow'); auto (replay) = "
             "optimize(reproducibility='replay'): blocked_simd and the pointwise maps vectorised with the accurate "
             "pow; replay, maps scalar: the same with vectorize_maps=False"]

@@ -22,7 +22,8 @@ available is skipped and named in the report):
    ``scans_specialised``; such scans are no longer ``Scan`` nodes, so they leave ``scans_after``);
 4. ``LiftCellMap``: each lifted scan takes gt4py's map over cells into its node
    (``columns="cells"``), so that the schedule over cells is the expansion's choice; on the CPU under
-   ``replay`` (by default; ``vectorize_maps=True`` under ``exact`` and ``approx``), ``VectorizeCellMap`` writes
+   ``replay`` (by default; under ``exact`` by default only the maps whose math calls it stages, every map
+   with ``vectorize_maps=True``; under ``approx`` with ``vectorize_maps=True``), ``VectorizeCellMap`` writes
    each top-level pointwise map over cells as one loop nest with an ``omp simd`` cell loop: vector math
    (``replay``: the accurate ``pow``), under ``exact`` the program's scalar ``exp``/``log`` per lane and the
    checked ``pow`` (glibc's value in every lane, ``vector_pow.CHECK_ULPS``) (``maps_vectorized``);
@@ -275,8 +276,10 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         scalar maps on an AMD Zen 4 (1.42x against 1.40x, stop 36), 5 to 12 % slower on an Intel AVX-512 Xeon
         (stop 42), and ``graupel_run``, 100 cells, 0.96x against 1.06x; with its ``pow`` calls staged
         (:mod:`sdfg_scan.expansions.staged_pow`, stop 45) 2 to 3 % faster than the scalar maps on that Xeon:
-        README). None (the default): under
-        ``replay`` only (under ``exact`` the maps keep the program's scalar code since stop 42); True or False:
+        README). None (the default): every map under ``replay``; under ``exact`` only the maps whose
+        ``exp``/``log``/``pow`` calls are staged (or that make none) and whose cell range is not a constant
+        below ``STAGED_MIN_CELLS`` (``VectorizeCellMap.staged_only``, stop 46; the others keep the program's
+        scalar code, as every map did in stops 42 to 45); none under ``approx``. True or False: every map
         under every class, or none. A
         vectorised map indexes through the strides its arrays have when ``optimize`` runs: pass False where
         the layout changes afterwards (the gt4py hooks' first stage, before gt4py's final strides).
@@ -293,8 +296,10 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     if vectorize_maps is not None and not isinstance(vectorize_maps, bool):
         raise TypeError(f"sdfg_scan.optimize: vectorize_maps must be True, False or None (under replay), "
                         f"got {vectorize_maps!r}")
+    # None: every map under replay; under exact the maps whose exp/log/pow calls are staged (stop 46)
+    staged_only = vectorize_maps is None and reproducibility == "exact"
     if vectorize_maps is None:
-        vectorize_maps = reproducibility == "replay"
+        vectorize_maps = reproducibility in ("replay", "exact")
     if persistent_transients not in (False, None, *PERSISTENT_MODES):
         raise ValueError(f"sdfg_scan.optimize: persistent_transients must be one of {PERSISTENT_MODES} or "
                          f"False, got {persistent_transients!r}")
@@ -356,7 +361,8 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     if vectorize_maps and target == "cpu":
         from sdfg_scan.transformations.vectorize_cell_map import map_options, vectorize_cell_maps
 
-        report.maps_vectorized = vectorize_cell_maps(sdfg, **map_options(reproducibility))
+        report.maps_vectorized = vectorize_cell_maps(sdfg, **map_options(reproducibility),
+                                                     **({"staged_only": True} if staged_only else {}))
         report.applied["VectorizeCellMap"] = report.maps_vectorized
     # 4d. transients allocated once, not on every call
     if persistent_transients:

@@ -22,7 +22,8 @@ machine and build). By default ``pow`` is ``exp(y log x)`` or libmvec's, which d
 within the contract, and what ``optimize(..., reproducibility="replay")`` applies on the CPU by default
 (``vectorize_maps=None``; the gt4py hooks only with ``vectorize_maps=True``; ``approx`` gets the default
 form with ``vectorize_maps=True``). Its **exact** form (``exact=True``; what ``optimize`` applies under ``exact``
-with ``vectorize_maps=True``, by default in stops 36 to 41) keeps
+with ``vectorize_maps=True``, and by default with ``staged_only=True``: only where the ``pow`` calls below are
+staged and the cell range is not a small constant, since stop 46) keeps
 the IEEE arithmetic (vector add, multiply, divide and sqrt round as the scalar ones) and makes every
 ``exp``/``log``/``pow`` the program's scalar libm call, once per lane whose branch the program takes
 (simd clones that loop over the lanes: ``scan_blocked.SCALAR_LANE_MATH``): bitwise the map under the same
@@ -55,6 +56,7 @@ from __future__ import annotations
 import re
 
 import dace
+import numpy as np
 from dace import data as dt
 from dace import dtypes
 from dace.codegen.targets.cpp import sym2cpp
@@ -100,12 +102,25 @@ def _outer_data(state: dace.SDFGState, entry: nodes.MapEntry) -> tuple[set[str],
     return reads, writes
 
 
+STAGED_MIN_CELLS = 1024
+"""``staged_only``: a map whose cell range is a constant below this many cells stays scalar (``graupel_run``,
+100 cells: the exact vectorised maps 0.90x of gt4py's build against 1.05x with its scalar maps, README "Stop 46")."""
+
+_EXACT_MATH = re.compile(r"\b_sdfg_scan_x(?:exp|log|pow)\(")
+
+
 def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
-               block: int = BLOCK, exact: bool = False, accurate_pow: bool = False) -> tuple[str, dict, dict]:
+               block: int = BLOCK, exact: bool = False, accurate_pow: bool = False,
+               staged_only: bool = False) -> tuple[str, dict, dict]:
     """The C++ of the vectorised loop nest, its input and output connectors (``name -> type``);
     ``exact``: ``exp``/``log``/``pow`` stay the program's scalar calls, one per lane; ``accurate_pow``
-    (replay): ``pow`` is ``vector_pow``'s accurate one (``_sdfg_scan_apow``)."""
+    (replay): ``pow`` is ``vector_pow``'s accurate one (``_sdfg_scan_apow``). ``staged_only`` (exact form):
+    raise :class:`Unsupported` unless the loop is worth vectorising exactly: its math calls staged
+    (:mod:`~sdfg_scan.expansions.staged_pow`; a body without ``exp``/``log``/``pow`` needs none) and its cell
+    range not a constant below :data:`STAGED_MIN_CELLS`."""
     m = entry.map
+    if staged_only and not exact:
+        raise ValueError(f"map_kernel: staged_only is an option of the exact form (map '{m.label}')")
     if state.entry_node(entry) is not None or state.sdfg.parent_nsdfg_node is not None:
         raise Unsupported(f"map '{m.label}' is not a top-level scope of the program")
     if m.schedule not in SCHEDULES:
@@ -223,6 +238,16 @@ def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
     body = [codegen.vector_math(ln, exact=True) for ln in w.lines] if exact else w.lines
     cls = "exact" if exact else "replay"
     staging = staged_pow.stage(body, cls, block) if (exact or accurate_pow) else None
+    if staged_only:
+        extent = dace.symbolic.pystr_to_symbolic(f"({rng[-1][1]}) - ({rng[-1][0]}) + 1")
+        extent = extent.subs({dace.symbol(k): v for k, v in sdfg.constants.items()
+                              if isinstance(v, (int, np.integer))})   # (SDFG.specialize's sizes)
+        if extent.is_number and int(extent) < STAGED_MIN_CELLS:
+            raise Unsupported(f"map '{m.label}': {int(extent)} cells, below the {STAGED_MIN_CELLS} the exact "
+                              "vectorised form pays off at (the program's scalar map is kept)")
+        if staging is None and any(_EXACT_MATH.search(ln) for ln in body):
+            raise Unsupported(f"map '{m.label}': its exp/log/pow calls cannot be staged (staged_pow refuses the "
+                              "body), and unstaged every lane would compute every branch's call")
     if staging is None:
         tasks += head + body + ["    }", "}"]
     else:
@@ -275,6 +300,9 @@ class VectorizeCellMap(xf.SingleStateTransformation):
     exact = Property(dtype=bool, default=False,
                      desc="Exact: IEEE arithmetic in vectors, exp/log/pow the program's scalar calls per lane "
                           "(bitwise the map under the same IEEE-strict flags); otherwise replay (vector math)")
+    staged_only = Property(dtype=bool, default=False,
+                           desc="Exact form only: apply only where the loop's exp/log/pow calls are staged and "
+                                "the cell range is not a small constant (what optimize applies under exact)")
     accurate_pow = Property(dtype=bool, default=False,
                             desc="Replay with sdfg_scan.expansions.vector_pow's accurate pow, inlined (glibc's value "
                                  "on all but about 1 in 1000 arguments) instead of exp(y log x) and libmvec")
@@ -286,8 +314,10 @@ class VectorizeCellMap(xf.SingleStateTransformation):
     def can_be_applied(self, graph, expr_index, sdfg, permissive=False) -> bool:
         if self.exact and self.accurate_pow:
             return False   # two different math libraries asked for
+        if self.staged_only and not self.exact:
+            return False   # an option of the exact form
         try:
-            map_kernel(sdfg, graph, self.map_entry, exact=self.exact)
+            map_kernel(sdfg, graph, self.map_entry, exact=self.exact, staged_only=self.staged_only)
         except Unsupported:
             return False
         return True
@@ -295,7 +325,8 @@ class VectorizeCellMap(xf.SingleStateTransformation):
     def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG):
         entry = self.map_entry
         exit_ = graph.exit_node(entry)
-        code, ins, outs = map_kernel(sdfg, graph, entry, exact=self.exact, accurate_pow=self.accurate_pow)
+        code, ins, outs = map_kernel(sdfg, graph, entry, exact=self.exact, accurate_pow=self.accurate_pow,
+                                     staged_only=self.staged_only)
         srcs = {e.src.data: e.src for e in graph.in_edges(entry) if e.data.data is not None}
         dsts = {e.dst.data: e.dst for e in graph.out_edges(exit_) if e.data.data is not None}
         deps = [e.src for e in graph.in_edges(entry) if e.data.data is None]
@@ -337,12 +368,16 @@ def map_options(reproducibility: str) -> dict[str, bool]:
     return {"exact": reproducibility == "exact", "accurate_pow": reproducibility == "replay"}
 
 
-def vectorize_cell_maps(sdfg: dace.SDFG, exact: bool = False, accurate_pow: bool = False) -> int:
+def vectorize_cell_maps(sdfg: dace.SDFG, exact: bool = False, accurate_pow: bool = False,
+                        staged_only: bool = False) -> int:
     """Apply :class:`VectorizeCellMap` (``exact``: its exact form; ``accurate_pow``: its replay form with the
-    accurate ``pow``) to every top-level map of ``sdfg`` it applies to; the count."""
+    accurate ``pow``; ``staged_only``, with ``exact``: only the maps :func:`map_kernel` finds worth it) to every
+    top-level map of ``sdfg`` it applies to; the count."""
     if exact and accurate_pow:
         raise ValueError("vectorize_cell_maps: exact=True keeps the program's scalar pow; accurate_pow=True is a "
                          "replay option (vector_pow's pow); pass one of them")
+    if staged_only and not exact:
+        raise ValueError("vectorize_cell_maps: staged_only=True is an option of the exact form; pass exact=True")
     count = 0
     for state in list(sdfg.states()):
         for n in list(state.nodes()):
@@ -351,6 +386,7 @@ def vectorize_cell_maps(sdfg: dace.SDFG, exact: bool = False, accurate_pow: bool
             xform = VectorizeCellMap()
             xform.exact = exact
             xform.accurate_pow = accurate_pow
+            xform.staged_only = staged_only
             xform.setup_match(sdfg, state.parent_graph.cfg_id, state.block_id,
                               {VectorizeCellMap.map_entry: state.node_id(n)}, 0)
             if xform.can_be_applied(state, 0, sdfg):
