@@ -56,10 +56,11 @@ def refusal(node, name: str, cls: type, ctx: Context) -> str | None:
 
 def cost_of(node, cls: type, ctx: Context) -> float:
     """The expansion's estimate (its ``cost``, else :func:`~sdfg_scan.cost.default_cost`) plus the body's
-    libm calls (:func:`~sdfg_scan.cost.math_seconds`; vector where the class says ``vector_math``)."""
+    libm calls (:func:`~sdfg_scan.cost.math_seconds`; vector where the class says ``vector_math``, per block of
+    its ``vector_blocks``)."""
     fn = getattr(cls, "cost", None)
     base = float(fn(node, ctx)) if fn is not None else default_cost(cls, node, ctx)
-    return base + math_seconds(node, ctx, bool(getattr(cls, "vector_math", False)))
+    return base + math_seconds(node, ctx, bool(getattr(cls, "vector_math", False)), getattr(cls, "vector_blocks", None))
 
 
 def _ms(t: float) -> str:

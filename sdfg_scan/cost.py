@@ -105,11 +105,54 @@ def _per_point_seconds(ctx: Context, count: int, ns: float) -> float:
     return points * count * ns * 1e-9 / (machine().threads * parallelism(ctx))
 
 
-def math_seconds(node, ctx: Context, vector: bool = False) -> float:
-    """Seconds of the body's libm calls on the CPU (module docstring); 0 on the GPU and without calls."""
+EPILOGUE_MATH_NS = 2 * SCALAR_MATH_NS
+"""A libm call of an if-converted kernel's cells outside its full vectors (the loop's scalar epilogue): every
+branch's call is made, one cell at a time, where the scalar kernels' mean (:data:`SCALAR_MATH_NS`) pays for
+the branches a cell takes, about half of them on graupel."""
+
+
+def vector_lane_ns(columns: float, threads: int, block: int, quantum: int) -> float:
+    """Nanoseconds per level and libm call written in the body on the slowest thread of an if-converted
+    vector kernel (``blocked_simd``, whose ``vector_blocks`` are ``(block, quantum)``) over ``columns`` cells:
+    its blocks are those of ``sdfg_scan_block_size`` (multiples of ``quantum`` cells, at most ``block``),
+    shared out by OpenMP's static schedule; a block's cells in whole vectors of ``quantum`` cells (the loop's
+    vector factor) cost :data:`VECTOR_MATH_NS` each, the rest
+    :data:`EPILOGUE_MATH_NS`. At 20480 cells this is ``columns / threads`` vector cells; at 100 cells on 2
+    threads (blocks of 64 and 36) the 36 epilogue cells: ``graupel_run`` under replay ran 0.87x against gt4py's
+    build with ``blocked_simd`` and 1.03x with ``blocked`` (README, "Stop 46")."""
+    q = quantum
+    n = int(math.ceil(columns))
+    if n <= 0:
+        return 0.0
+    t = max(int(threads), 1)
+    per_thread = math.ceil(n / t)
+    b = min(block, max(q, math.ceil(per_thread / q) * q))
+    nblk = math.ceil(n / b)
+    sizes = [b] * (nblk - 1) + [n - (nblk - 1) * b]
+    cost = [(s // q) * q * VECTOR_MATH_NS + (s % q) * EPILOGUE_MATH_NS for s in sizes]
+    per, extra = divmod(nblk, t)   # OpenMP static: the first `extra` threads take one block more
+    worst, start = 0.0, 0
+    for j in range(min(t, nblk)):
+        take = per + (1 if j < extra else 0)
+        worst = max(worst, sum(cost[start:start + take]))
+        start += take
+    return worst
+
+
+def math_seconds(node, ctx: Context, vector: bool = False, blocks: tuple[int, int] | None = None) -> float:
+    """Seconds of the body's libm calls on the CPU (module docstring); 0 on the GPU and without calls.
+    ``vector`` with ``blocks`` (an if-converted kernel's ``(block, quantum)``): on the slowest thread of its
+    blocks (:func:`vector_lane_ns`)."""
     if ctx.target != "cpu":
         return 0.0
-    return _per_point_seconds(ctx, math_calls(node), VECTOR_MATH_NS if vector else SCALAR_MATH_NS)
+    if not vector or blocks is None:
+        return _per_point_seconds(ctx, math_calls(node), VECTOR_MATH_NS if vector else SCALAR_MATH_NS)
+    calls = math_calls(node)
+    if not calls:
+        return 0.0
+    levels = size(ctx, ctx.layout.levels, "levels")
+    lane = vector_lane_ns(size(ctx, ctx.layout.columns, "columns"), machine().threads, *blocks)
+    return calls * levels * lane * 1e-9
 
 
 def branch_blocks(node) -> int:

@@ -194,10 +194,8 @@ def test_blocked_is_eligible_on_cell_contiguous_cpu_and_ranked_by_measurement():
     assert cost_of(node, impls["blocked"], ctx) < cost_of(node, impls["blocked_simd"], ctx)
 
 
-def test_replay_picks_blocked_simd_for_a_body_with_libm_calls():
-    """A body that calls libm (graupel: pow, exp, log, sqrt) is compute-bound: ``auto`` under ``replay``
-    picks ``blocked_simd`` (vector calls), under ``exact`` a scalar expansion; the estimates differ by
-    the calls only (the streaming part is the body's bytes, the same as without them)."""
+def _with_libm_calls():
+    """The forward sweep (lifted, cell-contiguous) with three libm calls added to its body."""
     import dace
     from dace.properties import CodeBlock
 
@@ -212,9 +210,47 @@ def test_replay_picks_blocked_simd_for_a_body_with_libm_calls():
     out = next(iter(t.out_connectors))
     t.code = CodeBlock(t.code.as_string + f"\n{out} = {out} + 0.0 * (pow(1.5, 2.5) + exp(0.5) + log(2.0))")
     assert math_calls(node) == 3
+    return node, state
+
+
+def test_replay_picks_blocked_simd_for_a_body_with_libm_calls():
+    """A body that calls libm (graupel: pow, exp, log, sqrt) is compute-bound: ``auto`` under ``replay``
+    picks ``blocked_simd`` (vector calls), under ``exact`` a scalar expansion; the estimates differ by
+    the calls only (the streaming part is the body's bytes, the same as without them)."""
+    node, state = _with_libm_calls()
     assert choose(node, state, floor="replay").implementation == "blocked_simd"
     exact = choose(node, state, floor="exact")
     assert exact.implementation not in ("blocked_simd",) and exact.reproducibility == "exact"
+
+
+def test_replay_leaves_blocked_simd_on_few_cells(monkeypatch):
+    """``blocked_simd``'s vector loop takes 64 cells at a time (``IF_CONVERTED_QUANTUM``); a block's other cells
+    run in its scalar epilogue with every branch's call made. The cost model charges the slowest thread's
+    blocks so (``cost.vector_lane_ns``): on 20480 cells as before (``columns / threads`` vector cells), on
+    100 cells and 2 threads (blocks of 64 and 36) the 36 epilogue cells, and ``auto`` under ``replay`` then
+    picks a scalar expansion (``graupel_run``: 0.87x of gt4py's build with ``blocked_simd``, 1.08x with the
+    choice, README "Stop 46"); a symbolic size is taken as 20480 cells, as before."""
+    from sdfg_scan import cost
+    from sdfg_scan.expansions.scan_blocked import ExpandScanBlockedSIMD
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    v, e = cost.VECTOR_MATH_NS, cost.EPILOGUE_MATH_NS
+    blocks = ExpandScanBlockedSIMD.vector_blocks
+    assert blocks == (256, 64)
+
+    def lane(n, t):
+        return cost.vector_lane_ns(n, t, *blocks)
+    assert lane(20480, 2) == 10240 * v
+    assert lane(100, 2) == 36 * e            # blocks of 64 and 36: the second is slower
+    assert lane(128, 2) == 64 * v
+    assert lane(300, 2) == 64 * v + 44 * e    # blocks of 192 and 108 (64 + 44)
+    assert lane(1, 2) == e and lane(0, 2) == 0.0
+    assert lane(640, 4) == 192 * v            # blocks of 192, 192, 192, 64
+    node, state = _with_libm_calls()
+    few = {"horizontal_start": 0, "horizontal_end": 100, "vertical_start": 0, "vertical_end": 65}
+    assert choose(node, state, floor="replay", symbols=few, use_cache=False).implementation != "blocked_simd"
+    many = dict(few, horizontal_end=20480)
+    assert choose(node, state, floor="replay", symbols=many, use_cache=False).implementation == "blocked_simd"
 
 
 @pytest.fixture(scope="module")
@@ -295,15 +331,17 @@ def test_a_pinned_blocked_variant_that_cannot_build_names_itself(impl, monkeypat
 
 def test_symbolic_cell_strides_follow_the_known_ones():
     """gt4py leaves graupel's tracer fields (a tuple) with a symbolic cell stride beside unit-stride ones:
-    the layout counts as cell-contiguous, so ``replay`` picks ``blocked_simd`` there too; with every cell
-    stride symbolic (nothing known) it stays strided."""
+    the layout counts as cell-contiguous, so ``blocked_simd`` applies there too (``auto`` picked it until stop
+    46; on this program's 100 cells it now picks a scalar expansion: ``test_replay_leaves_blocked_simd_on_few_cells``);
+    with every cell stride symbolic (nothing known) it stays strided."""
     form = "graupel_run.opt_nohooks"
     sdfg, scans = _lifted(form, reproducibility="replay")
     node, state = scans[0]
     strides = {c: node.operand(state, c).desc.strides for c in node.in_connectors}
     assert any(dace.symbolic.issymbolic(s[0]) for s in strides.values())   # q_in_*: Cell stride symbolic
-    assert context_of(node, state).layout.contiguity == "cell"
-    assert node.implementation == "blocked_simd"
+    ctx = context_of(node, state, "replay")
+    assert ctx.layout.contiguity == "cell"
+    assert refusal(node, "blocked_simd", type(node).implementations["blocked_simd"], ctx) is None
     for c in list(node.in_connectors) + list(node.out_connectors):   # every cell stride unknown
         desc = node.operand(state, c).desc
         if len(desc.shape) == 2 and not dace.symbolic.issymbolic(desc.strides[0]):

@@ -744,6 +744,7 @@ class ExpandScanBlockedSIMD(_BlockedExpansion):
     environments = [VectorMath]
     if_convert = True
     vector_math = True
+    vector_blocks = (BLOCK, IF_CONVERTED_QUANTUM)   # the cost model's view of its blocks (cost.vector_lane_ns)
 
 
 @dace.library.expansion
