@@ -361,8 +361,7 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     if vectorize_maps and target == "cpu":
         from sdfg_scan.transformations.vectorize_cell_map import map_options, vectorize_cell_maps
 
-        report.maps_vectorized = vectorize_cell_maps(sdfg, **map_options(reproducibility),
-                                                     **({"staged_only": True} if staged_only else {}))
+        report.maps_vectorized = vectorize_cell_maps(sdfg, **map_options(reproducibility), staged_only=staged_only)
         report.applied["VectorizeCellMap"] = report.maps_vectorized
     # 4d. transients allocated once, not on every call
     if persistent_transients:

@@ -106,7 +106,9 @@ STAGED_MIN_CELLS = 1024
 """``staged_only``: a map whose cell range is a constant below this many cells stays scalar (``graupel_run``,
 100 cells: the exact vectorised maps 0.90x of gt4py's build against 1.05x with its scalar maps, README "Stop 46")."""
 
-_EXACT_MATH = re.compile(r"\b_sdfg_scan_x(?:exp|log|pow)\(")
+_EXACT_NAMES = sorted({staged_pow.SITE_FUNCTIONS["exact"], *staged_pow.CACHED_FUNCTIONS["exact"]})
+_EXACT_MATH = re.compile(rf"\b(?:{'|'.join(_EXACT_NAMES)})\(")
+"""The exact form's math calls in a loop body (the calls staged_pow stages or caches)."""
 
 
 def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
@@ -128,6 +130,14 @@ def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
     for (_, _, step) in m.range.ndrange():
         if dace.symbolic.inequal_symbols(step, 1):
             raise Unsupported(f"map '{m.label}' has a non-unit step")
+    if staged_only:   # (before the body is written: a constant small range needs no translation)
+        first, last, _ = m.range.ndrange()[-1]
+        extent = dace.symbolic.pystr_to_symbolic(f"({last}) - ({first}) + 1")
+        extent = extent.subs({dace.symbol(k): v for k, v in sdfg.constants.items()
+                              if isinstance(v, (int, np.integer))})   # (SDFG.specialize's sizes)
+        if extent.is_number and int(extent) < STAGED_MIN_CELLS:
+            raise Unsupported(f"map '{m.label}': {int(extent)} cells, below the {STAGED_MIN_CELLS} the exact "
+                              "vectorised form pays off at (the program's scalar map is kept)")
     reads, writes = _outer_data(state, entry)
     if not writes:
         raise Unsupported(f"map '{m.label}' writes nothing")
@@ -238,16 +248,9 @@ def map_kernel(sdfg: dace.SDFG, state: dace.SDFGState, entry: nodes.MapEntry,
     body = [codegen.vector_math(ln, exact=True) for ln in w.lines] if exact else w.lines
     cls = "exact" if exact else "replay"
     staging = staged_pow.stage(body, cls, block) if (exact or accurate_pow) else None
-    if staged_only:
-        extent = dace.symbolic.pystr_to_symbolic(f"({rng[-1][1]}) - ({rng[-1][0]}) + 1")
-        extent = extent.subs({dace.symbol(k): v for k, v in sdfg.constants.items()
-                              if isinstance(v, (int, np.integer))})   # (SDFG.specialize's sizes)
-        if extent.is_number and int(extent) < STAGED_MIN_CELLS:
-            raise Unsupported(f"map '{m.label}': {int(extent)} cells, below the {STAGED_MIN_CELLS} the exact "
-                              "vectorised form pays off at (the program's scalar map is kept)")
-        if staging is None and any(_EXACT_MATH.search(ln) for ln in body):
-            raise Unsupported(f"map '{m.label}': its exp/log/pow calls cannot be staged (staged_pow refuses the "
-                              "body), and unstaged every lane would compute every branch's call")
+    if staged_only and staging is None and any(_EXACT_MATH.search(ln) for ln in body):
+        raise Unsupported(f"map '{m.label}': its exp/log/pow calls cannot be staged (staged_pow refuses the "
+                          "body), and unstaged every lane would compute every branch's call")
     if staging is None:
         tasks += head + body + ["    }", "}"]
     else:
