@@ -23,7 +23,9 @@ Rows (same process, same seeded inputs, same compiler flags: DaCe's defaults + E
 Every transformed SDFG's outputs are checked bitwise against its baseline before timing. The graupel rows
 end with a ``perf`` profile summary of the default-flags, exact and replay builds (``--profile-seconds``).
 Usage: ``python benchmarks/bench_icon4py.py [--ncells 20480] [--nlev 65] [--samples 7] [--repeat 50]
-[--only graupel_blocked] [--graupel-rows "auto (exact),persistent"]``.
+[--only graupel_blocked] [--graupel-rows "auto (exact),persistent"] [--buffers fresh,same]``.
+``--buffers same`` times ``graupel_run_dyn`` on the same buffers every call (a model's time loop), its inputs
+copied back in before each call outside the timing; ``fresh`` (the default) on new copies every call.
 """
 
 from __future__ import annotations
@@ -279,25 +281,59 @@ def profile_summary(label: str, compiled, kw: dict, seconds: float) -> list[str]
     return rows
 
 
-def _interleaved_rows(variants: dict, kw: dict, samples: int) -> list[str]:
+class SameBuffers:
+    """One compiled variant called on the same buffers every time, as a model's time loop calls a program
+    (its fields allocated once): the inputs' values are copied back into them before each call, outside the
+    timing (graupel writes some outputs in place; without the copy each call would start from the state the
+    last one left)."""
+
+    def __init__(self, compiled, kw: dict):
+        self.kw = kw
+        self.args = fx.fresh(kw)
+        self.call = compiled_call(compiled, **self.args)
+        self.reset()
+        self.call()   # warm-up
+
+    def reset(self) -> None:
+        for k, v in self.kw.items():
+            if isinstance(v, np.ndarray):
+                np.copyto(self.args[k], v)
+
+    def sample(self) -> float:
+        self.reset()
+        t0 = time.perf_counter()
+        self.call()
+        return time.perf_counter() - t0
+
+
+BUFFERS = ("fresh", "same")
+"""How ``bench_graupel_blocked`` times a call: on fresh copies of the inputs every call (``samples_of``: new
+memory every sample, the rows of every stop before 47), or on the same buffers every call (:class:`SameBuffers`)."""
+
+
+def _interleaved_rows(variants: dict, kw: dict, samples: int, buffers: str = "fresh") -> list[str]:
     """One row per compiled variant: min and median of ``samples`` calls, interleaved (load changes on the
     shared machine hit every variant alike) in a new random order every round (seeded), so that no row has a
     fixed place (in a fixed order two identical builds of graupel measured 0.222 s and 0.199 s, min of 21, in
-    one run); and the speed-up over the ``"gt4py default flags"`` variant."""
+    one run); and the speed-up over the ``"gt4py default flags"`` variant. ``buffers``: one of
+    :data:`BUFFERS`."""
+    if buffers not in BUFFERS:
+        raise ValueError(f"buffers must be one of {BUFFERS}, not {buffers!r}")
+    same = {k: SameBuffers(c, kw) for k, c in variants.items()} if buffers == "same" else None
     times: dict[str, list[float]] = {k: [] for k in variants}
     order = random.Random(0)
     for _ in range(samples):
         keys = list(variants)
         order.shuffle(keys)
         for k in keys:
-            times[k] += samples_of(variants[k], kw, 1, 1)
+            times[k] += [same[k].sample()] if same is not None else samples_of(variants[k], kw, 1, 1)
     base = min(times["gt4py default flags"])
     return [f"  {k:30} min {min(t):.3e} s  med {np.median(t):.3e} s  speed-up vs default flags {base / min(t):5.2f}"
             for k, t in times.items()]
 
 
 def bench_graupel_blocked(size: tuple[int, int], samples: int, profile_seconds: float = 0.0,
-                          only_rows: list[str] | None = None) -> list[str]:
+                          only_rows: list[str] | None = None, buffers: tuple[str, ...] = ("fresh",)) -> list[str]:
     """``graupel_run_dyn`` at ``size``: gt4py's SDFG (DaCe default flags; IEEE-strict) vs the ``blocked``
     (exact) and ``blocked_simd`` (replay) expansions; exact is checked bitwise against the IEEE-strict
     build, replay against rtol 1e-6 on 99.9 % of every output's entries and for new NaN/Inf."""
@@ -376,7 +412,12 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int, profile_seconds: 
     for label in ("replay, maps scalar", "auto (replay)", "+ vectorize_cell_maps, fast pow"):   # (+ persistent: bitwise)
         if label in outs:
             rows += _replay_error(label, ref, outs[label])
-    rows += _interleaved_rows(variants, kw, samples)
+    for b in buffers:
+        if len(buffers) > 1 or b != "fresh":
+            rows.append("timed on " + ("fresh copies of the inputs every call:" if b == "fresh" else
+                                       "the same buffers every call (the inputs copied back in before each "
+                                       "call, outside the timing):"))
+        rows += _interleaved_rows(variants, kw, samples, b)
     if profile_seconds > 0:
         for k in ("gt4py default flags", "auto (exact)", "exact, maps vectorised", "blocked + vectorize_maps (exact)",
                   "blocked_simd_exact (exact)", "replay, maps scalar",
@@ -424,7 +465,14 @@ def main(argv=None) -> int:
     ap.add_argument("--graupel-rows", default="",
                     help="graupel: only the rows whose names contain one of these comma-separated parts (the "
                          "two gt4py baselines always run); default every row")
+    ap.add_argument("--buffers", default="fresh",
+                    help="graupel_run_dyn rows: 'fresh' (new copies of the inputs every call), 'same' (the same "
+                         "buffers every call, the inputs copied back in before each, outside the timing: a "
+                         "model's time loop), or 'fresh,same' (both tables, same builds)")
     a = ap.parse_args(argv)
+    buffers = tuple(b.strip() for b in a.buffers.split(",") if b.strip())
+    if not buffers or any(b not in BUFFERS for b in buffers):
+        ap.error(f"--buffers: comma-separated parts of {BUFFERS}, got {a.buffers!r}")
     only_rows = [r.strip() for r in a.graupel_rows.split(",") if r.strip()] or None
     if not fx.available():
         print(fx.SKIP_REASON)
@@ -433,7 +481,7 @@ def main(argv=None) -> int:
         print("\n".join(bench_graupel_static(max(a.samples, 15))))
         return 0
     if a.only == "graupel_blocked":
-        print("\n".join(bench_graupel_blocked((a.ncells, a.nlev), a.samples, a.profile_seconds, only_rows)))
+        print("\n".join(bench_graupel_blocked((a.ncells, a.nlev), a.samples, a.profile_seconds, only_rows, buffers)))
         return 0
     pair_rows = bench_dycore_pair((a.ncells, a.nlev), a.samples, max(1, a.repeat // 10))
     if a.only == "dycore_pair":
@@ -454,7 +502,7 @@ def main(argv=None) -> int:
         applied = ", ".join(f"{k}={v}" for k, v in counts.items())
         print(f"{label:28} {size:>12} {base:>14} {tb:11.3e} {to:11.3e} {tb / to:9.2f}  {applied}")
     print("\n".join(pair_rows))
-    print("\n".join(bench_graupel_blocked((a.ncells, a.nlev), a.samples, a.profile_seconds, only_rows)))
+    print("\n".join(bench_graupel_blocked((a.ncells, a.nlev), a.samples, a.profile_seconds, only_rows, buffers)))
     return 0
 
 

@@ -1,0 +1,49 @@
+"""``benchmarks/bench_icon4py.py``'s timing on the same buffers (``--buffers same``): every call starts from the
+inputs' values (a program that writes its input in place does not drift from call to call), on the same
+memory every time; a bad ``--buffers`` is refused with the choices."""
+
+import sys
+from pathlib import Path
+
+import dace
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import bench_icon4py as b  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def in_place():
+    """``x[i] = 2 * x[i] + 1``: writes its input in place, as graupel's driver does."""
+    n = dace.symbol("n")
+    sdfg = dace.SDFG("bench_buffers_in_place")
+    sdfg.add_array("x", [n], dace.float64)
+    st = sdfg.add_state()
+    st.add_mapped_tasklet("twice", {"i": "0:n"}, {"a": dace.Memlet("x[i]")}, "b = 2 * a + 1",
+                          {"b": dace.Memlet("x[i]")}, external_edges=True)
+    return sdfg.compile()
+
+
+def test_same_buffers_restart_from_the_inputs(in_place):
+    kw = {"x": np.arange(5, dtype=np.float64), "n": 5}
+    same = b.SameBuffers(in_place, kw)
+    memory = same.args["x"].ctypes.data
+    for _ in range(3):
+        assert same.sample() >= 0.0
+        np.testing.assert_array_equal(same.args["x"], 2 * kw["x"] + 1)   # one call's result, not three
+    assert same.args["x"].ctypes.data == memory        # the same buffer every call
+    np.testing.assert_array_equal(kw["x"], np.arange(5))   # the caller's inputs untouched
+
+
+def test_rows_in_both_modes_and_a_bad_mode(in_place):
+    kw = {"x": np.arange(5, dtype=np.float64), "n": 5}
+    variants = {"gt4py default flags": in_place, "other": in_place}
+    for mode in b.BUFFERS:
+        rows = b._interleaved_rows(variants, kw, 2, mode)
+        assert len(rows) == 2 and "speed-up vs default flags" in rows[1]
+    with pytest.raises(ValueError, match="buffers must be one of"):
+        b._interleaved_rows(variants, kw, 1, "reused")
+    with pytest.raises(SystemExit):
+        b.main(["--buffers", "reused"])
