@@ -23,9 +23,10 @@ Rows (same process, same seeded inputs, same compiler flags: DaCe's defaults + E
 Every transformed SDFG's outputs are checked bitwise against its baseline before timing. The graupel rows
 end with a ``perf`` profile summary of the default-flags, exact and replay builds (``--profile-seconds``).
 Usage: ``python benchmarks/bench_icon4py.py [--ncells 20480] [--nlev 65] [--samples 7] [--repeat 50]
-[--only graupel_blocked] [--graupel-rows "auto (exact),persistent"] [--buffers fresh,same]``.
-``--buffers same`` times ``graupel_run_dyn`` on the same buffers every call (a model's time loop), its inputs
-copied back in before each call outside the timing; ``fresh`` (the default) on new copies every call.
+[--only graupel_blocked] [--graupel-rows "auto (exact),per-call"] [--buffers fresh,same,loop]``.
+``--buffers same`` times ``graupel_run_dyn`` on the same buffers every call, its inputs copied back in before
+each call outside the timing; ``loop`` the same, each variant alone in a process of its own (a model's time
+loop: one program, its fields allocated once; stop 48); ``fresh`` (the default) on new copies every call.
 """
 
 from __future__ import annotations
@@ -144,12 +145,13 @@ def bench_dycore_pair(size: tuple[int, int], samples: int, repeat: int) -> list[
 
 
 def _graupel_blocked(impl: str | None, reproducibility: str, vectorize_maps: bool | None = False,
-                     persistent: bool = False, write_through: bool = True, fast_pow_maps: bool = False):
+                     persistent: bool = True, write_through: bool = True, fast_pow_maps: bool = False):
     """``graupel_run_dyn`` after ``optimize`` with its scan pinned to ``impl`` (None: ``optimize``'s choice);
     ``vectorize_maps``: as ``optimize``'s (None: its default, every map under replay, the staged ones under
     exact);
-    ``persistent``: its top-level transients allocated once (``"grow"``: legal for any sizes; allocated again
-    only where a call's sizes outgrow them, which the benchmark's one size never does);
+    ``persistent``: its top-level transients allocated once (``optimize``'s default on the CPU since stop 48,
+    ``"grow"``: legal for any sizes; allocated again only where a call's sizes outgrow them, which the
+    benchmark's one size never does); False: allocated on every call (the default of stops 1 to 47);
     ``write_through=False``: without ``ResultWriteThrough`` (the "before" row of that step);
     ``fast_pow_maps``: the pointwise maps vectorised after ``optimize`` by ``VectorizeCellMap`` with its fast
     ``pow`` (``exp(y log x)``, libmvec; what ``vectorize_maps=True`` applied under replay before stop 32)."""
@@ -162,7 +164,7 @@ def _graupel_blocked(impl: str | None, reproducibility: str, vectorize_maps: boo
     pipeline.WRITE_THROUGH = step if write_through else "(skipped)"   # an unknown name: optimize skips it
     try:
         sdfg_scan.optimize(sdfg, target="cpu", reproducibility=reproducibility, inplace=GRAUPEL_INPLACE,
-                           vectorize_maps=vectorize_maps, persistent_transients="grow" if persistent else False)
+                           vectorize_maps=vectorize_maps, persistent_transients=None if persistent else False)
     finally:
         pipeline.WRITE_THROUGH = step
     if fast_pow_maps:
@@ -307,9 +309,51 @@ class SameBuffers:
         return time.perf_counter() - t0
 
 
-BUFFERS = ("fresh", "same")
+BUFFERS = ("fresh", "same", "loop")
 """How ``bench_graupel_blocked`` times a call: on fresh copies of the inputs every call (``samples_of``: new
-memory every sample, the rows of every stop before 47), or on the same buffers every call (:class:`SameBuffers`)."""
+memory every sample, the rows of every stop before 47), on the same buffers every call (:class:`SameBuffers`),
+or as ``same`` but each variant alone in a process of its own (:func:`loop_samples`, stop 48)."""
+
+
+def loop_samples(compiled, kw: dict, samples: int) -> tuple[list[float], list[int]]:
+    """``samples`` calls of ``compiled`` timed as :class:`SameBuffers` does, in a new Python process that
+    loads the compiled program from its build folder and holds nothing else: a model's time loop (its fields
+    allocated once, one program called again and again), where what glibc's allocator does with the
+    program's per-call transients depends on that process alone, not on the other variants' buffers.
+    Returns the times and the minor page faults of each call."""
+    import json
+    import pickle
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="sdfg_scan_loop_") as tmp:
+        path = Path(tmp) / "kw.pickle"
+        with open(path, "wb") as f:
+            pickle.dump(kw, f, protocol=pickle.HIGHEST_PROTOCOL)
+        out = subprocess.run([sys.executable, __file__, "--loop-child", str(compiled.sdfg.build_folder), str(path),
+                              str(samples)], check=True, capture_output=True, text=True).stdout
+    res = json.loads(out.strip().splitlines()[-1])
+    return res["times"], res["faults"]
+
+
+def _loop_child(folder: str, kw_path: str, samples: int) -> int:
+    """The process of :func:`loop_samples`: prints one JSON line."""
+    import json
+    import pickle
+    import resource
+
+    from dace.codegen import compiler
+
+    with open(kw_path, "rb") as f:
+        kw = pickle.load(f)
+    same = SameBuffers(compiler.load_precompiled_sdfg(folder), kw)   # (one warm-up call)
+    times, faults = [], []
+    for _ in range(samples):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        times.append(same.sample())
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    print(json.dumps({"times": times, "faults": faults}))
+    return 0
 
 
 def _interleaved_rows(variants: dict, kw: dict, samples: int, buffers: str = "fresh") -> list[str]:
@@ -320,16 +364,28 @@ def _interleaved_rows(variants: dict, kw: dict, samples: int, buffers: str = "fr
     :data:`BUFFERS`."""
     if buffers not in BUFFERS:
         raise ValueError(f"buffers must be one of {BUFFERS}, not {buffers!r}")
-    same = {k: SameBuffers(c, kw) for k, c in variants.items()} if buffers == "same" else None
     times: dict[str, list[float]] = {k: [] for k in variants}
+    faults: dict[str, list[int]] = {k: [] for k in variants}
     order = random.Random(0)
-    for _ in range(samples):
-        keys = list(variants)
-        order.shuffle(keys)
-        for k in keys:
-            times[k] += [same[k].sample()] if same is not None else samples_of(variants[k], kw, 1, 1)
+    if buffers == "loop":   # a process per variant and round; the rounds interleaved as the calls are below
+        rounds = min(3, samples)
+        for r in range(rounds):
+            keys = list(variants)
+            order.shuffle(keys)
+            for k in keys:
+                t, f = loop_samples(variants[k], kw, samples // rounds + (r < samples % rounds))
+                times[k] += t
+                faults[k] += f
+    else:
+        same = {k: SameBuffers(c, kw) for k, c in variants.items()} if buffers == "same" else None
+        for _ in range(samples):
+            keys = list(variants)
+            order.shuffle(keys)
+            for k in keys:
+                times[k] += [same[k].sample()] if same is not None else samples_of(variants[k], kw, 1, 1)
     base = min(times["gt4py default flags"])
     return [f"  {k:30} min {min(t):.3e} s  med {np.median(t):.3e} s  speed-up vs default flags {base / min(t):5.2f}"
+            + (f"  minor page faults per call {int(np.median(faults[k]))}" if faults[k] else "")
             for k, t in times.items()]
 
 
@@ -364,21 +420,21 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int, profile_seconds: 
                     "bench_graupel_blocked_simd_exact_vm", _graupel_blocked("blocked_simd_exact", "exact", True)),
                 "blocked_kcached (exact)": lambda: fx.compile_once("bench_graupel_blocked_kc",
                                                            _graupel_blocked("blocked_kcached", "exact")),
-                "auto + persistent (exact)": lambda: fx.compile_once(
-                    "bench_graupel_auto_exact_p", _graupel_blocked(None, "exact", None, persistent=True)),
+                "auto, per-call transients (exact)": lambda: fx.compile_once(
+                    "bench_graupel_auto_exact_pc", _graupel_blocked(None, "exact", None, persistent=False)),
                 "auto (replay)": lambda: fx.compile_once("bench_graupel_auto_replay", _graupel_blocked(None, "replay", None)),
                 "auto (replay), libm errno wrappers": lambda: _compile_libm_wrappers(
                     _graupel_blocked(None, "replay", None), "bench_graupel_auto_replay_wrapped"),
                 "auto (replay), no ResultWriteThrough": lambda: fx.compile_once(
                     "bench_graupel_auto_replay_nowt", _graupel_blocked(None, "replay", None, write_through=False)),
-                "auto + persistent (replay)": lambda: fx.compile_once(
-                    "bench_graupel_auto_replay_p", _graupel_blocked(None, "replay", None, persistent=True)),
+                "auto, per-call transients (replay)": lambda: fx.compile_once(
+                    "bench_graupel_auto_replay_pc", _graupel_blocked(None, "replay", None, persistent=False)),
                 "replay, maps scalar": lambda: fx.compile_once("bench_graupel_blocked_simd",
                                                        _graupel_blocked("blocked_simd", "replay", False)),
                 "+ vectorize_cell_maps, fast pow": lambda: fx.compile_once(
                     "bench_graupel_vmaps_fast", _graupel_blocked("blocked_simd", "replay", fast_pow_maps=True))}
     keep = [r for r in makers if only_rows is None or r in ("gt4py default flags", "gt4py IEEE-strict")
-            or any(part in r for part in only_rows)]
+            or any(part[1:] == r if part.startswith("=") else part in r for part in only_rows)]
     variants = {r: makers[r]() for r in keep}
     outs = fx.outputs_of(variants, kw)
 
@@ -399,34 +455,37 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int, profile_seconds: 
     same("gt4py IEEE-strict", "blocked_simd_exact (exact)")
     same("gt4py IEEE-strict", "blocked + vectorize_maps (exact)")
     same("gt4py IEEE-strict", "blocked_simd_exact + vectorize_maps (exact)")
-    same("gt4py IEEE-strict", "auto + persistent (exact)")
-    same("auto (replay)", "auto + persistent (replay)")
+    same("gt4py IEEE-strict", "auto, per-call transients (exact)")
+    same("auto (replay)", "auto, per-call transients (replay)")
     rows = [f"graupel_run_dyn {ncells}x{nlev}: {100 * wet:.0f}% of the (cell, level) points hold precipitation; "
             "every exact row (auto = optimize(reproducibility='exact'): blocked, the pointwise maps whose math "
             "calls are staged in their exact vectorised form (since stop 46; here all of them); exact, maps "
             "vectorised: vectorize_maps=True, every map; exact, maps scalar: vectorize_maps=False, gt4py's scalar "
             "code, the default of stops 42 to 45) bitwise equal to the IEEE-strict build; "
-            "+ persistent: optimize(persistent_transients='grow'); auto (replay) = "
+            "every optimized row allocates its transients once (optimize's default on the CPU since stop 48), "
+            "but the per-call transients rows: optimize(persistent_transients=False); auto (replay) = "
             "optimize(reproducibility='replay'): blocked_simd and the pointwise maps vectorised with the accurate "
             "pow; replay, maps scalar: the same with vectorize_maps=False"]
     ref = outs["gt4py IEEE-strict"]
     labels = ["replay, maps scalar", "auto (replay)", "+ vectorize_cell_maps, fast pow"]
     if "auto (replay)" not in outs:   # (else it is bitwise auto (replay), checked above)
-        labels.append("auto + persistent (replay)")
+        labels.append("auto, per-call transients (replay)")
     for label in labels:
         if label in outs:
             rows += _replay_error(label, ref, outs[label])
     for b in buffers:
         if len(buffers) > 1 or b != "fresh":
-            rows.append("timed on " + ("fresh copies of the inputs every call:" if b == "fresh" else
-                                       "the same buffers every call (the inputs copied back in before each "
-                                       "call, outside the timing):"))
+            rows.append("timed on " + {"fresh": "fresh copies of the inputs every call:",
+                                       "same": "the same buffers every call (the inputs copied back in before "
+                                               "each call, outside the timing):",
+                                       "loop": "the same buffers every call, each variant alone in a process of "
+                                               "its own (a model's time loop):"}[b])
         rows += _interleaved_rows(variants, kw, samples, b)
     if profile_seconds > 0:
         for k in ("gt4py default flags", "auto (exact)", "exact, maps vectorised", "blocked + vectorize_maps (exact)",
                   "blocked_simd_exact (exact)", "replay, maps scalar",
-                  "auto (replay)", "+ vectorize_cell_maps, fast pow", "auto + persistent (exact)",
-                  "auto + persistent (replay)"):
+                  "auto (replay)", "+ vectorize_cell_maps, fast pow", "auto, per-call transients (exact)",
+                  "auto, per-call transients (replay)"):
             if k in variants:
                 rows += profile_summary(k, variants[k], kw, profile_seconds)
     return rows
@@ -458,6 +517,9 @@ def bench_graupel_static(samples: int) -> list[str]:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--loop-child"]:   # loop_samples' process: --loop-child FOLDER KW_PICKLE SAMPLES
+        return _loop_child(argv[1], argv[2], int(argv[3]))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ncells", type=int, default=20480)
     ap.add_argument("--nlev", type=int, default=65)
@@ -467,12 +529,14 @@ def main(argv=None) -> int:
     ap.add_argument("--profile-seconds", type=float, default=4.0,
                     help="graupel rows: perf profile of each main variant for this long (0: none)")
     ap.add_argument("--graupel-rows", default="",
-                    help="graupel: only the rows whose names contain one of these comma-separated parts (the "
-                         "two gt4py baselines always run); default every row")
+                    help="graupel: only the rows whose names contain one of these comma-separated parts, or "
+                         "equal a part written with a leading '=' (the two gt4py baselines always run); default "
+                         "every row")
     ap.add_argument("--buffers", default="fresh",
                     help="graupel_run_dyn rows: 'fresh' (new copies of the inputs every call), 'same' (the same "
-                         "buffers every call, the inputs copied back in before each, outside the timing: a "
-                         "model's time loop), or 'fresh,same' (both tables, same builds)")
+                         "buffers every call, the inputs copied back in before each, outside the timing), 'loop' "
+                         "(as same, each variant alone in a process of its own: a model's time loop; with its "
+                         "minor page faults per call), or several, comma-separated (one table each, same builds)")
     a = ap.parse_args(argv)
     buffers = tuple(b.strip() for b in a.buffers.split(",") if b.strip())
     if not buffers or any(b not in BUFFERS for b in buffers):

@@ -225,11 +225,11 @@ def optimize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--inplace", default="", metavar="OUT=IN,...",
                    help="outputs the caller aliases with inputs (as icon4py's graupel driver does: "
                         "q_out_2=q_in_2,...,t_out=te); lets ScanOutputsInPlace write them in place")
-    p.add_argument("--persistent-transients", choices=("static", "sized", "grow"), default=None,
+    p.add_argument("--persistent-transients", choices=("static", "sized", "grow", "off"), default=None,
                    help="allocate the top-level transients once, not on every call (static: constant shapes "
                         "only; sized: also shapes of the program's symbols, for callers that always pass the "
                         "same sizes; grow: as sized, reallocated where a call's sizes outgrow them, any sizes, "
-                        "CPU only)")
+                        "CPU only; off: on every call). Default: grow for --target cpu, off for gpu")
 
 
 class UsageError(ValueError):
@@ -277,8 +277,9 @@ def optimize(args: argparse.Namespace) -> int:
         print(f"sdfg-scan optimize: --inplace {e}", file=sys.stderr)
         return 2
     try:
+        persistent = False if args.persistent_transients == "off" else args.persistent_transients
         report = run_pipeline(sdfg, target=args.target, reproducibility=args.reproducibility,
-                              inplace=inplace or None, persistent_transients=args.persistent_transients or False)
+                              inplace=inplace or None, persistent_transients=persistent)
     except ValueError as e:  # a node the selection refuses (a pin below the floor, an unknown implementation)
         print(f"sdfg-scan optimize: {e}; nothing written", file=sys.stderr)
         return 2

@@ -96,10 +96,11 @@ class LiftStage:
         if unordered:   # the declaration cannot be used here: optimize as if it had not been made
             pairs = None
         # vectorize_maps=False: gt4py sets its temporaries' final strides after this hook, and a vectorised map
-        # indexes through the strides it was written with (ExpandStage vectorises, where they are final)
+        # indexes through the strides it was written with (ExpandStage vectorises, where they are final);
+        # persistent_transients=False: lifetimes are gt4py's (its transient_memory_mode)
         report = optimize(sdfg, target=self.target, reproducibility=self.reproducibility, gpu_transform=False,
                           inplace=pairs, assume_no_alias=self.assume_no_alias or pairs is not None,
-                          vectorize_maps=False)
+                          vectorize_maps=False, persistent_transients=False)
         if unordered:
             report.skipped.append(f"inplace {unordered} (a read of the input is not ordered before a write of its "
                                   "output: optimized as without inplace)")

@@ -24,7 +24,9 @@ Like every persistent array in DaCe, the buffers belong to the compiled program'
 not call one compiled program at the same time (DaCe's own persistent transients have the same limit). The
 ``"grow"`` tasklet names the arrays as DaCe's code generator names a persistent array of the top-level
 SDFG (``__state->__0_<name>``): if such an SDFG is later nested in another one, compile it before nesting
-or optimise the outer one instead (the C++ compiler reports the unknown name; nothing runs wrongly).
+or optimise the outer one instead, or pass ``persistent_transients=False`` (the C++ compiler reports the
+unknown name and quotes the prologue's line, which says this: :data:`NESTED_HINT`; nothing runs wrongly).
+``optimize`` applies ``"grow"`` by default on the CPU since stop 48.
 
 A transient holds no value across calls (every call writes before it reads, or the SDFG was wrong), so
 results do not change: bitwise the same program (tested). What it costs: the arrays stay allocated
@@ -42,6 +44,11 @@ GROW_STATE = "sdfg_scan_grow_transients"
 """Label of the state ``"grow"`` puts at the start of the program."""
 
 CAPACITY_FIELD = "__sdfg_scan_grow_capacity"
+
+NESTED_HINT = ("sdfg_scan: the persistent_transients='grow' prologue of a top-level SDFG; nested in another SDFG "
+               "after optimize, its arrays have other names: optimize the outer SDFG instead, or this one with "
+               "persistent_transients=False")
+"""A comment on each line of the ``"grow"`` prologue: the compiler's error quotes it if the SDFG was nested."""
 
 
 @dace.library.environment
@@ -132,8 +139,9 @@ def _grow_code(sdfg: dace.SDFG, names: list[str]) -> str:
         lines.append(f"{{ const long long _size = {cpp.sym2cpp(desc.total_size)};")
         lines.append("  const unsigned long long _need = _size > 0 ? (unsigned long long)_size : 0ULL;")
         lines.append(f"  unsigned long long &_cap = _caps[\"{name}\"];")
-        lines.append(f"  if (_need > _cap) {{ {free} {ptr} = {new}; _cap = _need; }} }}")
+        # the hint rides on the line the C++ compiler quotes when the name is wrong (this SDFG nested later)
+        lines.append(f"  if (_need > _cap) {{ {free} {ptr} = {new}; _cap = _need; }} }}  // {NESTED_HINT}")
     return "\n".join(lines)
 
 
-__all__ = ["CAPACITY_FIELD", "GROW_STATE", "GrowingTransients", "MODES", "make_transients_persistent"]
+__all__ = ["CAPACITY_FIELD", "GROW_STATE", "GrowingTransients", "MODES", "NESTED_HINT", "make_transients_persistent"]

@@ -241,7 +241,7 @@ def _canonicalise_body(node, report: OptimizeReport) -> tuple[int, int, int, int
 @no_stack_lineinfo()
 def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact",
              inplace: dict[str, str] | None = None, vectorize_maps: bool | None = None,
-             gpu_transform: bool = True, persistent_transients: str | bool = False,
+             gpu_transform: bool = True, persistent_transients: str | bool | None = None,
              assume_no_alias: bool = True) -> OptimizeReport:
     """Optimise every column scan of ``sdfg`` in place and return what was done.
 
@@ -259,9 +259,13 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         program allocates on every call are allocated once (:mod:`sdfg_scan.persistent`: ``"static"`` only
         those of constant shape, always legal; ``"sized"`` also those sized by the program's symbols, legal
         only when the caller always calls with the same sizes; ``"grow"`` as ``"sized"``, and a call whose
-        sizes outgrow an array allocates it again: legal for any sizes, CPU only). Results do not change;
-        off by default (the arrays then stay allocated between calls, and two threads must not call one
-        compiled program at once).
+        sizes outgrow an array allocates it again: legal for any sizes, CPU only); False: allocated on every
+        call, as DaCe does. None (the default): ``"grow"`` under ``target="cpu"``, False under ``"gpu"``.
+        Results do not change. Persistent arrays stay allocated between calls (graupel at 20480 x 65: 20
+        arrays, 166 MB), and two threads must not call one compiled program at once; per-call arrays cost
+        the kernel's page faults on every call wherever glibc serves them from fresh pages, which depends on
+        what the process allocated before (in a time loop on one set of fields, graupel's replay build ran
+        26 to 28 % slower with them: README "Stop 48").
     :param assume_no_alias: DaCe's model: non-transient arrays not paired in ``inplace`` do not share
         memory. ``ResultWriteThrough`` (a result temporary copied whole into an output: its writers write
         the output) then checks the order of accesses only for the ``inplace`` pairs; with False (gt4py's
@@ -300,7 +304,9 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     staged_only = vectorize_maps is None and reproducibility == "exact"
     if vectorize_maps is None:
         vectorize_maps = reproducibility in ("replay", "exact")
-    if persistent_transients not in (False, None, *PERSISTENT_MODES):
+    if persistent_transients is None:   # stop 48: allocated once by default on the CPU
+        persistent_transients = "grow" if target == "cpu" else False
+    if persistent_transients not in (False, *PERSISTENT_MODES):
         raise ValueError(f"sdfg_scan.optimize: persistent_transients must be one of {PERSISTENT_MODES} or "
                          f"False, got {persistent_transients!r}")
     if persistent_transients == "grow" and target != "cpu":

@@ -1,6 +1,7 @@
 """``benchmarks/bench_icon4py.py``'s timing on the same buffers (``--buffers same``): every call starts from the
 inputs' values (a program that writes its input in place does not drift from call to call), on the same
-memory every time; a bad ``--buffers`` is refused with the choices."""
+memory every time; ``--buffers loop`` times the same way in a process per variant, whose result comes back
+(the calls' times and page faults); a bad ``--buffers`` is refused with the choices."""
 
 import sys
 from pathlib import Path
@@ -43,7 +44,16 @@ def test_rows_in_both_modes_and_a_bad_mode(in_place):
     for mode in b.BUFFERS:
         rows = b._interleaved_rows(variants, kw, 2, mode)
         assert len(rows) == 2 and "speed-up vs default flags" in rows[1]
+        assert ("minor page faults per call" in rows[0]) == (mode == "loop")
     with pytest.raises(ValueError, match="buffers must be one of"):
         b._interleaved_rows(variants, kw, 1, "reused")
     with pytest.raises(SystemExit):
         b.main(["--buffers", "reused"])
+
+
+def test_loop_samples_run_in_their_own_process(in_place):
+    kw = {"x": np.arange(5, dtype=np.float64), "n": 5}
+    times, faults = b.loop_samples(in_place, kw, 3)
+    assert len(times) == 3 and all(t >= 0.0 for t in times)
+    assert len(faults) == 3 and all(isinstance(f, int) and f >= 0 for f in faults)
+    np.testing.assert_array_equal(kw["x"], np.arange(5))   # the caller's inputs untouched

@@ -124,3 +124,34 @@ def test_grow_keys_each_capacity_by_its_array():
         assert f'_caps["{name}"]' in tasklet.code.as_string
     assert make_transients_persistent(sdfg, "grow") == []
     assert sum(s.label == GROW_STATE for s in sdfg.states()) == 1
+
+
+def test_default_is_grow_on_the_cpu_and_off_on_the_gpu():
+    """Since stop 48 ``optimize`` allocates the transients once by default on the CPU (``"grow"``: legal for any
+    sizes) and leaves them per call for the GPU; ``False`` keeps them per call on the CPU."""
+    from sdfg_scan.persistent import GROW_STATE, NESTED_HINT
+
+    sdfg = _program(False)
+    report = sdfg_scan.optimize(sdfg)
+    assert report.transients_persistent >= 2 and sdfg.start_block.label == GROW_STATE
+    (tasklet,) = [n for n in sdfg.start_block.nodes() if isinstance(n, dace.nodes.Tasklet)]
+    assert NESTED_HINT in tasklet.code.as_string   # what the compiler quotes if this SDFG is nested later
+    for kw in ({"persistent_transients": False}, {"target": "gpu"}):
+        sdfg = _program(False)
+        assert sdfg_scan.optimize(sdfg, **kw).transients_persistent == 0, kw
+        assert all(lt != dace.AllocationLifetime.Persistent for lt in _lifetimes(sdfg).values()), kw
+        assert all(s.label != GROW_STATE for s in sdfg.states()), kw
+
+
+def test_cli_default_and_off(tmp_path, capsys):
+    from sdfg_scan.cli import main
+
+    src = tmp_path / "p.sdfg"
+    _program(False).save(str(src))
+    for extra, persistent in (([], True), (["--persistent-transients", "off"], False)):
+        dst = tmp_path / f"o{len(extra)}.sdfg"
+        assert main(["optimize", str(src), "-o", str(dst), *extra]) == 0
+        out = capsys.readouterr().out
+        assert bool(re.search(r"transients made persistent [1-9]", out)) == persistent, out
+        back = dace.SDFG.from_file(str(dst))
+        assert any(d.lifetime == dace.AllocationLifetime.Persistent for d in back.arrays.values()) == persistent
