@@ -315,25 +315,34 @@ memory every sample, the rows of every stop before 47), on the same buffers ever
 or as ``same`` but each variant alone in a process of its own (:func:`loop_samples`, stop 48)."""
 
 
-def loop_samples(compiled, kw: dict, samples: int) -> tuple[list[float], list[int]]:
+def loop_samples(compiled, kw: dict | Path, samples: int) -> tuple[list[float], list[int]]:
     """``samples`` calls of ``compiled`` timed as :class:`SameBuffers` does, in a new Python process that
     loads the compiled program from its build folder and holds nothing else: a model's time loop (its fields
     allocated once, one program called again and again), where what glibc's allocator does with the
     program's per-call transients depends on that process alone, not on the other variants' buffers.
+    ``kw``: the arguments, or the path of a pickle of them (:func:`_pickled`; written once for many calls).
     Returns the times and the minor page faults of each call."""
     import json
-    import pickle
     import subprocess
     import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="sdfg_scan_loop_") as tmp:
-        path = Path(tmp) / "kw.pickle"
-        with open(path, "wb") as f:
-            pickle.dump(kw, f, protocol=pickle.HIGHEST_PROTOCOL)
-        out = subprocess.run([sys.executable, __file__, "--loop-child", str(compiled.sdfg.build_folder), str(path),
-                              str(samples)], check=True, capture_output=True, text=True).stdout
+    if not isinstance(kw, Path):
+        with tempfile.TemporaryDirectory(prefix="sdfg_scan_loop_") as tmp:
+            return loop_samples(compiled, _pickled(kw, Path(tmp)), samples)
+    out = subprocess.run([sys.executable, __file__, "--loop-child", str(compiled.sdfg.build_folder), str(kw),
+                          str(samples)], check=True, capture_output=True, text=True).stdout
     res = json.loads(out.strip().splitlines()[-1])
     return res["times"], res["faults"]
+
+
+def _pickled(kw: dict, folder: Path) -> Path:
+    """``kw`` pickled into ``folder``: the inputs of :func:`loop_samples`' processes."""
+    import pickle
+
+    path = folder / "kw.pickle"
+    with open(path, "wb") as f:
+        pickle.dump(kw, f, protocol=pickle.HIGHEST_PROTOCOL)
+    return path
 
 
 def _loop_child(folder: str, kw_path: str, samples: int) -> int:
@@ -368,14 +377,18 @@ def _interleaved_rows(variants: dict, kw: dict, samples: int, buffers: str = "fr
     faults: dict[str, list[int]] = {k: [] for k in variants}
     order = random.Random(0)
     if buffers == "loop":   # a process per variant and round; the rounds interleaved as the calls are below
+        import tempfile
+
         rounds = min(3, samples)
-        for r in range(rounds):
-            keys = list(variants)
-            order.shuffle(keys)
-            for k in keys:
-                t, f = loop_samples(variants[k], kw, samples // rounds + (r < samples % rounds))
-                times[k] += t
-                faults[k] += f
+        with tempfile.TemporaryDirectory(prefix="sdfg_scan_loop_") as tmp:
+            path = _pickled(kw, Path(tmp))
+            for r in range(rounds):
+                keys = list(variants)
+                order.shuffle(keys)
+                for k in keys:
+                    t, f = loop_samples(variants[k], path, samples // rounds + (r < samples % rounds))
+                    times[k] += t
+                    faults[k] += f
     else:
         same = {k: SameBuffers(c, kw) for k, c in variants.items()} if buffers == "same" else None
         for _ in range(samples):
