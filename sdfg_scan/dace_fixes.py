@@ -13,6 +13,12 @@ context" on the first call).
 :func:`install` wraps the function so that, for the top-level SDFG (the count the context is created
 with), it returns at least one more than the largest stream and event number assigned anywhere in the
 program. It only ever raises that count and leaves every stream assignment as DaCe made it. Idempotent.
+
+**Nested "grow" prologues.** ``optimize``'s ``persistent_transients="grow"`` (its default on the CPU since
+stop 48) starts a program with a tasklet that names the arrays as DaCe names those of a top-level SDFG. An
+SDFG optimised alone and nested in another one afterwards has other names; :func:`install` also makes DaCe's
+code generator write such prologues again with the nested names first
+(:func:`sdfg_scan.persistent.rename_nested_prologues`).
 """
 
 from __future__ import annotations
@@ -35,6 +41,36 @@ def _assigned(sdfg) -> tuple[int, int]:
 
 
 def install() -> None:
+    _install_stream_count()
+    _install_grow_prologues()
+
+
+_GROW_MARK = "_sdfg_scan_grow_prologues"
+
+
+def _install_grow_prologues() -> None:
+    """Before DaCe generates code for a program (after its library nodes are expanded, when the ids of its
+    nested SDFGs are final), the ``persistent_transients="grow"`` prologues of nested SDFGs are written with
+    the names their arrays have there (:func:`sdfg_scan.persistent.rename_nested_prologues`). Idempotent."""
+    from dace.codegen.targets import framecode
+
+    original = framecode.DaCeCodeGenerator.__init__
+    if getattr(original, _GROW_MARK, False):
+        return
+
+    def __init__(self, sdfg, *args, **kwargs):
+        from sdfg_scan.persistent import rename_nested_prologues
+
+        rename_nested_prologues(sdfg)
+        original(self, sdfg, *args, **kwargs)
+
+    setattr(__init__, _GROW_MARK, True)
+    __init__.__wrapped__ = original  # type: ignore[attr-defined]
+    __init__.__doc__ = original.__doc__
+    framecode.DaCeCodeGenerator.__init__ = __init__  # type: ignore[method-assign]
+
+
+def _install_stream_count() -> None:
     from dace.codegen.targets.cuda import CUDACodeGen
 
     original = CUDACodeGen._compute_cudastreams

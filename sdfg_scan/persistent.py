@@ -23,10 +23,12 @@ Legal where (each checked per array):
 Like every persistent array in DaCe, the buffers belong to the compiled program's state, so two threads must
 not call one compiled program at the same time (DaCe's own persistent transients have the same limit). The
 ``"grow"`` tasklet names the arrays as DaCe's code generator names a persistent array of the top-level
-SDFG (``__state->__0_<name>``): if such an SDFG is later nested in another one, compile it before nesting
-or optimise the outer one instead, or pass ``persistent_transients=False`` (the C++ compiler reports the
-unknown name and quotes the prologue's line, which says this: :data:`NESTED_HINT`; nothing runs wrongly).
-``optimize`` applies ``"grow"`` by default on the CPU since stop 48.
+SDFG (``__state->__0_<name>``). If such an SDFG is nested in another one afterwards, the prologue is written
+again just before code generation with the nested SDFG's names (:func:`rename_nested_prologues`, installed
+by ``sdfg_scan.dace_fixes``). Where that cannot apply (say the nested SDFG was inlined into its parent and
+its arrays renamed) the C++ compiler reports the unknown name and quotes the prologue's line, which says
+what to do: :data:`NESTED_HINT`; nothing runs wrongly. ``optimize`` applies ``"grow"`` by default on the
+CPU since stop 48.
 
 A transient holds no value across calls (every call writes before it reads, or the SDFG was wrong), so
 results do not change: bitwise the same program (tested). What it costs: the arrays stay allocated
@@ -34,6 +36,8 @@ between calls.
 """
 
 from __future__ import annotations
+
+import re
 
 import dace
 from dace import dtypes
@@ -45,9 +49,9 @@ GROW_STATE = "sdfg_scan_grow_transients"
 
 CAPACITY_FIELD = "__sdfg_scan_grow_capacity"
 
-NESTED_HINT = ("sdfg_scan: the persistent_transients='grow' prologue of a top-level SDFG; nested in another SDFG "
-               "after optimize, its arrays have other names: optimize the outer SDFG instead, or this one with "
-               "persistent_transients=False")
+NESTED_HINT = ("sdfg_scan: the persistent_transients='grow' prologue of an SDFG whose arrays have other names "
+               "here (an SDFG optimized alone, then inlined into another?): optimize the outer SDFG instead, or "
+               "this one with persistent_transients=False")
 """A comment on each line of the ``"grow"`` prologue: the compiler's error quotes it if the SDFG was nested."""
 
 
@@ -117,11 +121,41 @@ def make_transients_persistent(sdfg: dace.SDFG, mode: str = "static") -> list[st
     return chosen
 
 
-def _grow_code(sdfg: dace.SDFG, names: list[str]) -> str:
-    """C++ that allocates each of ``names`` (persistent arrays of the top-level ``sdfg``) again where this
-    call's size exceeds the capacity recorded in the state struct. The pointer and the (aligned or plain)
-    ``new``/``delete`` are DaCe's own for a persistent array (``cpp.ptr``, the CPU code generator's choice
-    of aligned ``operator new``), so that DaCe's ``__dace_exit`` frees what the prologue allocated."""
+_CAPACITY_KEY = re.compile(r'_caps\["([^"@]+)(?:@\d+)?"\]')
+
+
+def rename_nested_prologues(sdfg: dace.SDFG) -> int:
+    """Write the ``"grow"`` prologue of every SDFG nested in ``sdfg`` again, with the names DaCe's code
+    generator gives the persistent arrays of that nested SDFG (``__state->__<cfg_id>_<name>``) and capacity
+    keys of its own (``<name>@<cfg_id>``: two nested copies of one program keep two capacities); returns how
+    many prologues were written. Called just before code generation, when the nesting and the SDFGs' ids are
+    final (``sdfg_scan.dace_fixes`` installs the call), so that an SDFG optimised on its own and nested in
+    another one afterwards compiles and grows its arrays as it does at the top level."""
+    count = 0
+    sdfg.reset_cfg_list()   # the ids DaCe's code generator uses (it resets the list first too)
+    for sd in sdfg.all_sdfgs_recursive():
+        if sd.parent_nsdfg_node is None:
+            continue
+        for state in sd.states():
+            for node in state.nodes():
+                if not (isinstance(node, dace.nodes.Tasklet) and node.label == GROW_STATE
+                        and NESTED_HINT in node.code.as_string):
+                    continue
+                names = [n for n in dict.fromkeys(_CAPACITY_KEY.findall(node.code.as_string))
+                         if n in sd.arrays and sd.arrays[n].lifetime == dtypes.AllocationLifetime.Persistent]
+                node.code = dace.properties.CodeBlock(_grow_code(sd, names, f"@{sd.cfg_id}"),
+                                                      dtypes.Language.CPP)
+                count += 1
+    return count
+
+
+def _grow_code(sdfg: dace.SDFG, names: list[str], key_suffix: str = "") -> str:
+    """C++ that allocates each of ``names`` (persistent arrays of ``sdfg``, the top-level SDFG unless
+    :func:`rename_nested_prologues` writes it for a nested one) again where this call's size exceeds the
+    capacity recorded in the state struct (under the array's name plus ``key_suffix``). The pointer and the
+    (aligned or plain) ``new``/``delete`` are DaCe's own for a persistent array (``cpp.ptr``, the CPU code
+    generator's choice of aligned ``operator new``), so that DaCe's ``__dace_exit`` frees what the prologue
+    allocated."""
     from dace.codegen.targets import cpp
     from dace.codegen.targets.cpu import _use_aligned_operator_new
 
@@ -138,10 +172,11 @@ def _grow_code(sdfg: dace.SDFG, names: list[str]) -> str:
             free, new = f"delete[] {ptr};", f"new {ctype} [_need]"
         lines.append(f"{{ const long long _size = {cpp.sym2cpp(desc.total_size)};")
         lines.append("  const unsigned long long _need = _size > 0 ? (unsigned long long)_size : 0ULL;")
-        lines.append(f"  unsigned long long &_cap = _caps[\"{name}\"];")
+        lines.append(f"  unsigned long long &_cap = _caps[\"{name}{key_suffix}\"];")
         # the hint rides on the line the C++ compiler quotes when the name is wrong (this SDFG nested later)
         lines.append(f"  if (_need > _cap) {{ {free} {ptr} = {new}; _cap = _need; }} }}  // {NESTED_HINT}")
     return "\n".join(lines)
 
 
-__all__ = ["CAPACITY_FIELD", "GROW_STATE", "GrowingTransients", "MODES", "NESTED_HINT", "make_transients_persistent"]
+__all__ = ["CAPACITY_FIELD", "GROW_STATE", "GrowingTransients", "MODES", "NESTED_HINT", "make_transients_persistent",
+           "rename_nested_prologues"]

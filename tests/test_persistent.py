@@ -155,3 +155,41 @@ def test_cli_default_and_off(tmp_path, capsys):
         assert bool(re.search(r"transients made persistent [1-9]", out)) == persistent, out
         back = dace.SDFG.from_file(str(dst))
         assert any(d.lifetime == dace.AllocationLifetime.Persistent for d in back.arrays.values()) == persistent
+
+
+def test_an_sdfg_optimized_alone_then_nested_grows_under_its_nested_names():
+    """An SDFG ``optimize``d on its own (``"grow"`` by default) and nested in another one afterwards, twice (two
+    copies of one program, one capacity each): its prologue is written again before code generation with the
+    names its arrays have there, and every call, growing, shrinking and growing again, is bitwise the program's
+    values."""
+    import copy
+
+    from sdfg_scan.persistent import rename_nested_prologues
+
+    inner = _program(False)
+    inner.name = "persistent_nested_inner"
+    assert sdfg_scan.optimize(inner).transients_persistent >= 2
+    outer = dace.SDFG("persistent_nested_outer")
+    for name in ("x", "y", "z"):
+        outer.add_array(name, [N, K], dace.float64)
+    st = outer.add_state()
+    for out in ("y", "z"):
+        nn = st.add_nested_sdfg(copy.deepcopy(inner), {"x"}, {"y"}, {"N": "N", "K": "K"})
+        st.add_edge(st.add_read("x"), None, nn, "x", dace.Memlet("x[0:N, 0:K]"))
+        st.add_edge(nn, "y", st.add_write(out), None, dace.Memlet(f"{out}[0:N, 0:K]"))
+    def prologues():
+        return [n.code.as_string for n, _ in outer.all_nodes_recursive()
+                if isinstance(n, dace.nodes.Tasklet) and "_caps[" in n.code.as_string]
+
+    assert rename_nested_prologues(outer) == 2   # (what the code generator calls on its copy of the program)
+    codes = prologues()
+    assert len(codes) == 2 and codes[0] != codes[1] and all("__state->__0_" not in c for c in codes)
+    assert rename_nested_prologues(outer) == 2 and prologues() == codes   # the keys are read back without the id
+    compiled = outer.compile()
+    rng = np.random.default_rng(7)
+    for n, k in ((3, 2), (9, 6), (2, 1), (12, 7)):
+        x = rng.standard_normal((n, k))
+        y, z = np.zeros((n, k)), np.zeros((n, k))
+        compiled(x=x.copy(), y=y, z=z, N=n, K=k)
+        ref = np.cumsum(x * 2.0 + x, axis=1)
+        assert np.array_equal(y, ref) and np.array_equal(z, ref), (n, k)

@@ -53,6 +53,7 @@ whole cell loop ran scalar (0.42x; 0.95x since).
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 import dace
@@ -285,13 +286,20 @@ def _as_function(sdfg: dace.SDFG, label: str, code: str, ins: dict, outs: dict) 
     syms = sorted(s for s in sdfg.symbols if s in words)
     params, args = [], []
     for c, t in {**ins, **outs}.items():
-        params.append(f"{t.ctype} {c}" if isinstance(t, dace.pointer) else f"const {t.ctype} {c}")
+        # an array the loop only reads is a pointer to const (DaCe passes one so inside a nested SDFG); the
+        # loop reads an array it also writes through its _w_ pointer
+        const = "" if isinstance(t, dace.pointer) and c in outs else "const "
+        params.append(f"{const}{t.ctype} {c}")
         args.append(c)
     for s in syms:
         params.append(f"const {sdfg.symbols[s].ctype} {s}")
         args.append(s)
-    glob = (f"\nstatic void __attribute__((noinline, optimize(\"no-tree-pre\"))) {name}({', '.join(params)}) {{\n"
-            f"{code}\n}}\n")
+    # guarded by a digest of the whole definition: a program holding one optimised SDFG twice (nested) defines
+    # the function once; two different functions of one name still clash loudly
+    definition = (f"static void __attribute__((noinline, optimize(\"no-tree-pre\"))) {name}({', '.join(params)}) {{\n"
+                  f"{code}\n}}\n")
+    guard = f"SDFG_SCAN_DEFINED{name}_{hashlib.sha1(definition.encode()).hexdigest()[:16]}"
+    glob = f"\n#ifndef {guard}\n#define {guard}\n{definition}#endif\n"
     return glob, f"{name}({', '.join(args)});"
 
 
