@@ -23,7 +23,7 @@ code generator write such prologues again with the nested names first
 
 from __future__ import annotations
 
-_MARK = "_sdfg_scan_counts_assigned"
+_MARK = "_sdfg_scan_dace_fix"   # on each wrapper install() puts in place
 
 
 def _assigned(sdfg) -> tuple[int, int]:
@@ -41,41 +41,29 @@ def _assigned(sdfg) -> tuple[int, int]:
 
 
 def install() -> None:
-    _install_stream_count()
-    _install_grow_prologues()
-
-
-_GROW_MARK = "_sdfg_scan_grow_prologues"
-
-
-def _install_grow_prologues() -> None:
-    """Before DaCe generates code for a program (after its library nodes are expanded, when the ids of its
-    nested SDFGs are final), the ``persistent_transients="grow"`` prologues of nested SDFGs are written with
-    the names their arrays have there (:func:`sdfg_scan.persistent.rename_nested_prologues`). Idempotent."""
     from dace.codegen.targets import framecode
-
-    original = framecode.DaCeCodeGenerator.__init__
-    if getattr(original, _GROW_MARK, False):
-        return
-
-    def __init__(self, sdfg, *args, **kwargs):
-        from sdfg_scan.persistent import rename_nested_prologues
-
-        rename_nested_prologues(sdfg)
-        original(self, sdfg, *args, **kwargs)
-
-    setattr(__init__, _GROW_MARK, True)
-    __init__.__wrapped__ = original  # type: ignore[attr-defined]
-    __init__.__doc__ = original.__doc__
-    framecode.DaCeCodeGenerator.__init__ = __init__  # type: ignore[method-assign]
-
-
-def _install_stream_count() -> None:
     from dace.codegen.targets.cuda import CUDACodeGen
 
-    original = CUDACodeGen._compute_cudastreams
+    _wrap_once(CUDACodeGen, "_compute_cudastreams", _stream_count)
+    _wrap_once(framecode.DaCeCodeGenerator, "__init__", _grow_prologues)
+
+
+def _wrap_once(owner, name: str, make) -> None:
+    """Replace ``owner.name`` by ``make(original)``, unless a wrapper of this module is already there (so
+    :func:`install` is idempotent); the wrapper keeps the original as ``__wrapped__`` (DaCe without the fix,
+    for tests) and its docstring."""
+    original = getattr(owner, name)
     if getattr(original, _MARK, False):
         return
+    wrapper = make(original)
+    setattr(wrapper, _MARK, True)
+    wrapper.__wrapped__ = original
+    wrapper.__doc__ = original.__doc__
+    setattr(owner, name, wrapper)
+
+
+def _stream_count(original):
+    """``CUDACodeGen._compute_cudastreams`` raising the top-level count to the streams and events in use."""
 
     def _compute_cudastreams(self, sdfg, default_stream=0, default_event=0):
         streams, events = original(self, sdfg, default_stream, default_event)
@@ -85,10 +73,21 @@ def _install_stream_count() -> None:
         used_streams, used_events = _assigned(sdfg)
         return max(streams, used_streams), max(events, used_events)
 
-    setattr(_compute_cudastreams, _MARK, True)
-    _compute_cudastreams.__wrapped__ = original  # type: ignore[attr-defined]  # DaCe without the fix (tests)
-    _compute_cudastreams.__doc__ = original.__doc__
-    CUDACodeGen._compute_cudastreams = _compute_cudastreams
+    return _compute_cudastreams
+
+
+def _grow_prologues(original):
+    """``DaCeCodeGenerator.__init__`` writing the ``persistent_transients="grow"`` prologues of nested SDFGs
+    with the names their arrays have there first (:func:`sdfg_scan.persistent.rename_nested_prologues`): it
+    runs after the library nodes are expanded, when the ids of the nested SDFGs are final."""
+
+    def __init__(self, sdfg, *args, **kwargs):
+        from sdfg_scan.persistent import rename_nested_prologues
+
+        rename_nested_prologues(sdfg)
+        original(self, sdfg, *args, **kwargs)
+
+    return __init__
 
 
 __all__ = ["install"]

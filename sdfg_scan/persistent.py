@@ -52,7 +52,8 @@ CAPACITY_FIELD = "__sdfg_scan_grow_capacity"
 NESTED_HINT = ("sdfg_scan: the persistent_transients='grow' prologue of an SDFG whose arrays have other names "
                "here (an SDFG optimized alone, then inlined into another?): optimize the outer SDFG instead, or "
                "this one with persistent_transients=False")
-"""A comment on each line of the ``"grow"`` prologue: the compiler's error quotes it if the SDFG was nested."""
+"""A comment on each line of the ``"grow"`` prologue: the compiler's error quotes it where the prologue names
+arrays that have other names in the program being built."""
 
 
 @dace.library.environment
@@ -173,7 +174,8 @@ def _grow_code(sdfg: dace.SDFG, names: list[str], key_suffix: str = "") -> str:
         lines.append(f"{{ const long long _size = {cpp.sym2cpp(desc.total_size)};")
         lines.append("  const unsigned long long _need = _size > 0 ? (unsigned long long)_size : 0ULL;")
         lines.append(f"  unsigned long long &_cap = _caps[\"{name}{key_suffix}\"];")
-        # the hint rides on the line the C++ compiler quotes when the name is wrong (this SDFG nested later)
+        # the hint rides on the line the C++ compiler quotes when a name is wrong (rename_nested_prologues
+        # could not apply: the arrays of a nested SDFG renamed, say by inlining it)
         lines.append(f"  if (_need > _cap) {{ {free} {ptr} = {new}; _cap = _need; }} }}  // {NESTED_HINT}")
     return "\n".join(lines)
 

@@ -135,7 +135,7 @@ def test_default_is_grow_on_the_cpu_and_off_on_the_gpu():
     report = sdfg_scan.optimize(sdfg)
     assert report.transients_persistent >= 2 and sdfg.start_block.label == GROW_STATE
     (tasklet,) = [n for n in sdfg.start_block.nodes() if isinstance(n, dace.nodes.Tasklet)]
-    assert NESTED_HINT in tasklet.code.as_string   # what the compiler quotes if this SDFG is nested later
+    assert NESTED_HINT in tasklet.code.as_string   # what the compiler quotes if its array names are wrong
     for kw in ({"persistent_transients": False}, {"target": "gpu"}):
         sdfg = _program(False)
         assert sdfg_scan.optimize(sdfg, **kw).transients_persistent == 0, kw
