@@ -14,11 +14,11 @@ context" on the first call).
 with), it returns at least one more than the largest stream and event number assigned anywhere in the
 program. It only ever raises that count and leaves every stream assignment as DaCe made it. Idempotent.
 
-**Nested "grow" prologues.** ``optimize``'s ``persistent_transients="grow"`` (its default on the CPU since
-stop 48) starts a program with a tasklet that names the arrays as DaCe names those of a top-level SDFG. An
-SDFG optimised alone and nested in another one afterwards has other names; :func:`install` also makes DaCe's
-code generator write such prologues again with the nested names first
-(:func:`sdfg_scan.persistent.rename_nested_prologues`).
+**Buffers of ``persistent_transients="grow"``.** ``optimize``'s default on the CPU since stop 48 marks the
+SDFG; :func:`install` also makes DaCe's CPU code generator take the heap transients of such an SDFG from a
+cache in the program's state where that is legal (:mod:`sdfg_scan.persistent`: it wraps
+``DaCeCodeGenerator.allocate_arrays_in_scope``, to know where an array is allocated, and
+``CPUCodeGen.allocate_array``/``deallocate_array``). SDFGs without the mark get DaCe's code unchanged.
 """
 
 from __future__ import annotations
@@ -42,10 +42,15 @@ def _assigned(sdfg) -> tuple[int, int]:
 
 def install() -> None:
     from dace.codegen.targets import framecode
+    from dace.codegen.targets.cpu import CPUCodeGen
     from dace.codegen.targets.cuda import CUDACodeGen
 
+    from sdfg_scan import persistent
+
     _wrap_once(CUDACodeGen, "_compute_cudastreams", _stream_count)
-    _wrap_once(framecode.DaCeCodeGenerator, "__init__", _grow_prologues)
+    _wrap_once(framecode.DaCeCodeGenerator, "allocate_arrays_in_scope", persistent._allocation_scope)
+    _wrap_once(CPUCodeGen, "allocate_array", persistent._cached_allocate)
+    _wrap_once(CPUCodeGen, "deallocate_array", persistent._cached_deallocate)
 
 
 def _wrap_once(owner, name: str, make) -> None:
@@ -74,20 +79,6 @@ def _stream_count(original):
         return max(streams, used_streams), max(events, used_events)
 
     return _compute_cudastreams
-
-
-def _grow_prologues(original):
-    """``DaCeCodeGenerator.__init__`` writing the ``persistent_transients="grow"`` prologues of nested SDFGs
-    with the names their arrays have there first (:func:`sdfg_scan.persistent.rename_nested_prologues`): it
-    runs after the library nodes are expanded, when the ids of the nested SDFGs are final."""
-
-    def __init__(self, sdfg, *args, **kwargs):
-        from sdfg_scan.persistent import rename_nested_prologues
-
-        rename_nested_prologues(sdfg)
-        original(self, sdfg, *args, **kwargs)
-
-    return __init__
 
 
 __all__ = ["install"]

@@ -3,65 +3,80 @@ persistent_transients=...)``).
 
 gt4py's SDFGs allocate their top-level ``Cell x K`` transients on every call; for graupel at 20480 x 65
 that is 26 arrays of 10.6 MB whose pages the kernel zeroes again on every call (the page faults of the
-profile). A persistent transient is allocated by the program's ``__dace_init`` and reused.
+profile).
 
-Legal where (each checked per array):
+``"static"`` and ``"sized"`` give such arrays DaCe's ``Persistent`` lifetime: the program's ``__dace_init``
+allocates them, with the sizes of the first call. Legal where (each checked per array):
 
 * the array is a transient of the **top-level** SDFG, in host memory (``Default``/``CPU_Heap``), with
   ``Scope`` lifetime (not already persistent, external or on the stack/registers);
 * no access to it sits inside a map scope (such an array may be meant per thread or per iteration);
 * its size is known when the program is initialised: ``"static"`` takes only arrays whose shape is made
-  of numbers; ``"sized"`` and ``"grow"`` also take shapes made of the program's free symbols. DaCe
-  initialises a compiled program once, with the sizes of its first call, so ``"sized"`` is only legal for a
+  of numbers; ``"sized"`` also takes shapes made of the program's free symbols, and is only legal for a
   caller that calls it with the same sizes every time (gt4py's ``TransientMemoryMode.PERSISTENT`` makes the
-  same assumption); ``"static"`` is always legal, and so is ``"grow"``: the program starts with a state
-  (``GROW_STATE``) whose tasklet compares each such array's size at this call with the size it holds and
-  allocates it again, larger, where it is too small (the capacities live in the program's state struct, by
-  array name, :class:`GrowingTransients`). A call with smaller sizes uses the front of the larger buffers: the
-  addressing of an array is computed from its strides at each call, not from its allocation.
+  same assumption). Like every DaCe persistent array, these belong to the compiled program's state: such an
+  SDFG must not be nested inside a parallel map afterwards.
 
-Like every persistent array in DaCe, the buffers belong to the compiled program's state, so two threads must
-not call one compiled program at the same time (DaCe's own persistent transients have the same limit). The
-``"grow"`` tasklet names the arrays as DaCe's code generator names a persistent array of the top-level
-SDFG (``__state->__0_<name>``). If such an SDFG is nested in another one afterwards, the prologue is written
-again just before code generation with the nested SDFG's names (:func:`rename_nested_prologues`, installed
-by ``sdfg_scan.dace_fixes``). Where that cannot apply (say the nested SDFG was inlined into its parent and
-its arrays renamed) the C++ compiler reports the unknown name and quotes the prologue's line, which says
-what to do: :data:`NESTED_HINT`; nothing runs wrongly. ``optimize`` applies ``"grow"`` by default on the
-CPU since stop 48.
+``"grow"`` (``optimize``'s default on the CPU since stop 48) changes no lifetime and adds nothing to the
+graph. It marks the SDFG (a comment in its global code, :data:`MARK`), and when that SDFG is compiled in a
+process that imported ``sdfg_scan``, DaCe's CPU code generator takes the buffer of each of its heap arrays
+from a cache in the program's state struct instead of ``new``/``delete`` (:func:`install_codegen`, which
+``sdfg_scan.dace_fixes`` installs). The cache keeps one buffer per array (keyed by its name and its SDFG's
+id); a call that needs more than the buffer holds allocates it again, larger; a smaller call uses the front
+of it. Nothing in the SDFG depends on the arrays' names or place, so the SDFG stays an ordinary one: it may
+be simplified, transformed, saved and loaded, nested in another SDFG, or inlined into it (where the mark is
+lost the arrays are simply allocated per call). Decided at code generation, per allocation, where DaCe
+allocates the array (its allocation scope):
+
+* the SDFG carries the mark, and no enclosing nested-SDFG node sits inside a map or consume scope or in an
+  SDFG with OpenMP sections (then two threads could run that code at once: such arrays keep ``new``);
+* DaCe allocates the array for its whole SDFG or for one state, not inside a map scope (an array allocated
+  per map iteration or per thread keeps ``new``);
+* it is a plain transient array in ``CPU_Heap`` (not a view, reference, stream or scalar), of a basic type,
+  without ``setzero`` or a start offset.
 
 A transient holds no value across calls (every call writes before it reads, or the SDFG was wrong), so
-results do not change: bitwise the same program (tested). What it costs: the arrays stay allocated
-between calls.
+results do not change: bitwise the same program (tested). What it costs: the buffers stay allocated between
+calls (freed with the program's state), and two threads must not call one compiled program at the same time
+(as for any DaCe persistent array).
 """
 
 from __future__ import annotations
 
-import re
+import threading
 
 import dace
 from dace import dtypes
 
 MODES = ("static", "sized", "grow")
 
-GROW_STATE = "sdfg_scan_grow_transients"
-"""Label of the state ``"grow"`` puts at the start of the program."""
+MARK = "// sdfg_scan: persistent_transients='grow' (heap transients taken from a cache in the program's state)\n"
+"""The comment ``"grow"`` appends to an SDFG's global code (``frame``): the mark the code generator looks for."""
 
-CAPACITY_FIELD = "__sdfg_scan_grow_capacity"
+CACHE_FIELD = "__sdfg_scan_buffers"
+"""The state-struct field holding the cached buffers (:class:`CachedTransients`)."""
 
-NESTED_HINT = ("sdfg_scan: the persistent_transients='grow' prologue of an SDFG whose arrays have other names "
-               "here (an SDFG optimized alone, then inlined into another?): optimize the outer SDFG instead, or "
-               "this one with persistent_transients=False")
-"""A comment on each line of the ``"grow"`` prologue: the compiler's error quotes it where the prologue names
-arrays that have other names in the program being built."""
+_CACHE_TYPE = (
+    "struct __sdfg_scan_buffers_t {  // sdfg_scan.persistent: one buffer per transient, grown on demand\n"
+    "    struct B { void* p = nullptr; unsigned long long n = 0; unsigned long long a = 0; };\n"
+    "    std::unordered_map<std::string, B> m;\n"
+    "    void* get(const char* key, unsigned long long bytes, unsigned long long align) {\n"
+    "        B& b = m[key];\n"
+    "        if (b.p == nullptr || bytes > b.n) {\n"
+    "            if (b.p != nullptr) ::operator delete[](b.p, std::align_val_t(b.a));\n"
+    "            b.p = ::operator new[](bytes > 0 ? bytes : 1, std::align_val_t(align));\n"
+    "            b.n = bytes; b.a = align;\n"
+    "        }\n"
+    "        return b.p; }\n"
+    "    ~__sdfg_scan_buffers_t() {\n"
+    "        for (auto& kv : m) if (kv.second.p != nullptr) ::operator delete[](kv.second.p, std::align_val_t(kv.second.a)); }\n"
+    f"}} {CACHE_FIELD};")
 
 
 @dace.library.environment
-class GrowingTransients:
-    """The state-struct field in which ``persistent_transients="grow"`` keeps the number of elements each
-    grown array holds, by the array's name (so that a second ``"grow"`` pass over the same SDFG, with a
-    prologue of its own, cannot mix up two arrays; empty with a new state struct: the first call allocates
-    every array again at its own sizes)."""
+class CachedTransients:
+    """The state-struct field of ``persistent_transients="grow"``: the buffers by key (array name and SDFG id),
+    each with its size in bytes; freed with the program's state (``__dace_exit``)."""
 
     cmake_minimum_version = None
     cmake_packages: list[str] = []
@@ -72,23 +87,29 @@ class GrowingTransients:
     cmake_link_flags: list[str] = []
     cmake_files: list[str] = []
     headers = {"frame": ["string", "unordered_map", "new"]}
-    state_fields = [f"std::unordered_map<std::string, unsigned long long> {CAPACITY_FIELD};"]
+    state_fields = [_CACHE_TYPE]
     init_code = ""
     finalize_code = ""
     dependencies: list[type] = []
 
 
 def make_transients_persistent(sdfg: dace.SDFG, mode: str = "static") -> list[str]:
-    """Give the top-level transients of ``sdfg`` that may legally be persistent (see the module) the
-    ``Persistent`` lifetime; return their names.
+    """``"static"``/``"sized"``: give the top-level transients of ``sdfg`` that may legally be persistent (see
+    the module) the ``Persistent`` lifetime. ``"grow"``: mark ``sdfg`` so that its heap transients come from the
+    program's buffer cache (no lifetime changes). Returns the names of the top-level transients taken (for
+    ``"grow"``: those the code generator will take, as far as the SDFG shows it now).
 
     :param mode: ``"static"`` (shapes of numbers only), ``"sized"`` (also shapes of the program's free
-        symbols: the caller calls with the same sizes every time) or ``"grow"`` (as ``"sized"``, and every
-        call reallocates the arrays its sizes outgrow: legal for any caller).
+        symbols: the caller calls with the same sizes every time) or ``"grow"`` (any sizes: a call that
+        outgrows a buffer allocates it again).
     """
     if mode not in MODES:
         raise ValueError(f"sdfg_scan.optimize: persistent_transients must be one of {MODES} (or False), "
                          f"got {mode!r}")
+    if mode == "grow":
+        if not is_marked(sdfg):
+            sdfg.append_global_code(MARK)
+        return _grown(sdfg)
     free = {str(s) for s in sdfg.free_symbols}
     refused: set[str] = set()
     seen: set[str] = set()
@@ -101,11 +122,7 @@ def make_transients_persistent(sdfg: dace.SDFG, mode: str = "static") -> list[st
     chosen = []
     for name in sorted(seen - refused):
         desc = sdfg.arrays[name]
-        if not desc.transient or not isinstance(desc, dace.data.Array) or isinstance(desc, dace.data.View):
-            continue
-        if desc.lifetime != dtypes.AllocationLifetime.Scope:
-            continue
-        if desc.storage not in (dtypes.StorageType.Default, dtypes.StorageType.CPU_Heap):
+        if not _plain_host_array(desc) or desc.lifetime != dtypes.AllocationLifetime.Scope:
             continue
         symbols = {str(s) for s in desc.free_symbols}
         if symbols and (mode == "static" or not symbols <= free):
@@ -113,72 +130,145 @@ def make_transients_persistent(sdfg: dace.SDFG, mode: str = "static") -> list[st
         chosen.append(name)
     for name in chosen:
         sdfg.arrays[name].lifetime = dtypes.AllocationLifetime.Persistent
-    growing = [n for n in chosen if sdfg.arrays[n].free_symbols] if mode == "grow" else []
-    if growing:
-        state = sdfg.add_state_before(sdfg.start_block, label=GROW_STATE, is_start_block=True)
-        t = state.add_tasklet(GROW_STATE, {}, {}, _grow_code(sdfg, growing), language=dtypes.Language.CPP,
-                              side_effects=True)
-        t.environments = {GrowingTransients.full_class_path()}  # type: ignore[attr-defined]
     return chosen
 
 
-_CAPACITY_KEY = re.compile(r'_caps\["([^"@]+)(?:@\d+)?"\]')
+def is_marked(sdfg: dace.SDFG) -> bool:
+    """Whether ``sdfg`` itself carries the ``"grow"`` mark."""
+    block = sdfg.global_code.get("frame")
+    return block is not None and MARK.strip() in block.as_string
 
 
-def rename_nested_prologues(sdfg: dace.SDFG) -> int:
-    """Write the ``"grow"`` prologue of every SDFG nested in ``sdfg`` again, with the names DaCe's code
-    generator gives the persistent arrays of that nested SDFG (``__state->__<cfg_id>_<name>``) and capacity
-    keys of its own (``<name>@<cfg_id>``: two nested copies of one program keep two capacities); returns how
-    many prologues were written. Called just before code generation, when the nesting and the SDFGs' ids are
-    final (``sdfg_scan.dace_fixes`` installs the call), so that an SDFG optimised on its own and nested in
-    another one afterwards compiles and grows its arrays as it does at the top level."""
-    count = 0
-    sdfg.reset_cfg_list()   # the ids DaCe's code generator uses (it resets the list first too)
-    for sd in sdfg.all_sdfgs_recursive():
-        if sd.parent_nsdfg_node is None:
-            continue
-        for state in sd.states():
-            for node in state.nodes():
-                if not (isinstance(node, dace.nodes.Tasklet) and node.label == GROW_STATE
-                        and NESTED_HINT in node.code.as_string):
-                    continue
-                names = [n for n in dict.fromkeys(_CAPACITY_KEY.findall(node.code.as_string))
-                         if n in sd.arrays and sd.arrays[n].lifetime == dtypes.AllocationLifetime.Persistent]
-                node.code = dace.properties.CodeBlock(_grow_code(sd, names, f"@{sd.cfg_id}"),
-                                                      dtypes.Language.CPP)
-                count += 1
-    return count
+def _plain_host_array(desc) -> bool:
+    return (desc.transient and isinstance(desc, dace.data.Array)
+            and not isinstance(desc, (dace.data.View, dace.data.Reference))
+            and desc.storage in (dtypes.StorageType.Default, dtypes.StorageType.CPU_Heap)
+            and not isinstance(desc.dtype, (dtypes.opaque, dtypes.struct, dtypes.pointer)))
 
 
-def _grow_code(sdfg: dace.SDFG, names: list[str], key_suffix: str = "") -> str:
-    """C++ that allocates each of ``names`` (persistent arrays of ``sdfg``, the top-level SDFG unless
-    :func:`rename_nested_prologues` writes it for a nested one) again where this call's size exceeds the
-    capacity recorded in the state struct (under the array's name plus ``key_suffix``). The pointer and the
-    (aligned or plain) ``new``/``delete`` are DaCe's own for a persistent array (``cpp.ptr``, the CPU code
-    generator's choice of aligned ``operator new``), so that DaCe's ``__dace_exit`` frees what the prologue
-    allocated."""
-    from dace.codegen.targets import cpp
-    from dace.codegen.targets.cpu import _use_aligned_operator_new
-
-    lines = [f"auto &_caps = __state->{CAPACITY_FIELD};"]
-    for name in names:
-        desc = sdfg.arrays[name]
-        ptr = cpp.ptr(name, desc, sdfg)
-        ctype = desc.dtype.ctype
-        if _use_aligned_operator_new(desc):
-            align = 64 if desc.alignment == 0 else desc.alignment
-            free = f"::operator delete[]({ptr}, std::align_val_t({align}));"
-            new = f"new (std::align_val_t({align})) {ctype} [_need]"
-        else:
-            free, new = f"delete[] {ptr};", f"new {ctype} [_need]"
-        lines.append(f"{{ const long long _size = {cpp.sym2cpp(desc.total_size)};")
-        lines.append("  const unsigned long long _need = _size > 0 ? (unsigned long long)_size : 0ULL;")
-        lines.append(f"  unsigned long long &_cap = _caps[\"{name}{key_suffix}\"];")
-        # the hint rides on the line the C++ compiler quotes when a name is wrong (rename_nested_prologues
-        # could not apply: the arrays of a nested SDFG renamed, say by inlining it)
-        lines.append(f"  if (_need > _cap) {{ {free} {ptr} = {new}; _cap = _need; }} }}  // {NESTED_HINT}")
-    return "\n".join(lines)
+def _grown(sdfg: dace.SDFG) -> list[str]:
+    """The top-level transients ``"grow"`` takes: plain host arrays with a per-call lifetime that DaCe will not
+    allocate inside a map scope (used in several states, or somewhere outside the maps of their one state)."""
+    states: dict[str, set] = {}
+    outside: set[str] = set()
+    for state in sdfg.states():
+        scopes = state.scope_dict()
+        for node in state.data_nodes():
+            states.setdefault(node.data, set()).add(state)
+            if scopes.get(node) is None:
+                outside.add(node.data)
+    lifetimes = (dtypes.AllocationLifetime.Scope, dtypes.AllocationLifetime.State, dtypes.AllocationLifetime.SDFG)
+    return sorted(n for n, used in states.items()
+                  if _plain_host_array(sdfg.arrays[n]) and sdfg.arrays[n].lifetime in lifetimes
+                  and not sdfg.arrays[n].start_offset and (len(used) > 1 or n in outside))
 
 
-__all__ = ["CAPACITY_FIELD", "GROW_STATE", "GrowingTransients", "MODES", "NESTED_HINT", "make_transients_persistent",
-           "rename_nested_prologues"]
+# ---- code generation (installed by sdfg_scan.dace_fixes) -----------------------------------------------------
+
+_SCOPE = threading.local()
+
+
+def _runs_alone(sdfg: dace.SDFG) -> bool:
+    """No two threads run ``sdfg``'s code at once: it is the top-level SDFG, or every nested-SDFG node above it
+    sits outside map/consume scopes, in an SDFG without OpenMP sections."""
+    while sdfg.parent_nsdfg_node is not None:
+        state, parent = sdfg.parent, sdfg.parent_sdfg
+        if state is None or parent is None or parent.openmp_sections:
+            return False
+        if state.entry_node(sdfg.parent_nsdfg_node) is not None:
+            return False
+        sdfg = parent
+    return True
+
+
+def _takes(sdfg, node, desc) -> bool:
+    scope = getattr(_SCOPE, "scope", None)
+    return (scope is not None and not isinstance(scope, dace.nodes.EntryNode) and is_marked(sdfg)
+            and _plain_host_array(desc) and desc.storage == dtypes.StorageType.CPU_Heap
+            and desc.lifetime in (dtypes.AllocationLifetime.Scope, dtypes.AllocationLifetime.State,
+                                  dtypes.AllocationLifetime.SDFG)
+            and not desc.start_offset and not getattr(node, "setzero", False) and _runs_alone(sdfg))
+
+
+def _allocation_scope(original):
+    """``DaCeCodeGenerator.allocate_arrays_in_scope`` recording the scope it allocates for (an entry node, a
+    state or an SDFG), which the CPU allocation below reads."""
+
+    def allocate_arrays_in_scope(self, sdfg, cfg, scope, function_stream, callsite_stream):
+        previous = getattr(_SCOPE, "scope", None)
+        _SCOPE.scope = scope
+        try:
+            return original(self, sdfg, cfg, scope, function_stream, callsite_stream)
+        finally:
+            _SCOPE.scope = previous
+
+    return allocate_arrays_in_scope
+
+
+def _cached_allocate(original):
+    """``CPUCodeGen.allocate_array`` taking the buffer of a ``"grow"`` array from the state's cache: DaCe's own
+    code declares and books the pointer; only its ``new`` line is replaced (where it is the one line DaCe wrote;
+    anything else is written as DaCe wrote it)."""
+
+    def allocate_array(self, sdfg, cfg, dfg, state_id, node, nodedesc, function_stream, declaration_stream,
+                       allocation_stream, *args, **kwargs):
+        if not _takes(sdfg, node, nodedesc):
+            return original(self, sdfg, cfg, dfg, state_id, node, nodedesc, function_stream, declaration_stream,
+                            allocation_stream, *args, **kwargs)
+        from dace.codegen.prettycode import CodeIOStream
+        from dace.codegen.targets import cpp
+
+        name = self.ptr(node.data, nodedesc, sdfg)
+        captured = CodeIOStream()
+        same = declaration_stream is allocation_stream
+        result = original(self, sdfg, cfg, dfg, state_id, node, nodedesc, function_stream,
+                          captured if same else declaration_stream, captured, *args, **kwargs)
+        text = captured.getvalue()
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        new = [ln for ln in lines if ln.strip().startswith(f"{name} = new ")]
+        if len(new) != 1 or len(lines) - 1 > int(same):
+            allocation_stream.write(text, cfg, state_id, node)   # not the form expected: DaCe's code as is
+            return result
+        for ln in lines:
+            if ln is not new[0]:
+                allocation_stream.write(ln + "\n", cfg, state_id, node)   # (the declaration)
+        ctype = nodedesc.dtype.ctype
+        align = 64 if nodedesc.alignment == 0 else nodedesc.alignment
+        key = f"{node.data}@{sdfg.cfg_id}"
+        size = cpp.sym2cpp(nodedesc.total_size)
+        allocation_stream.write(
+            f"{name} = static_cast<{ctype}*>(__state->{CACHE_FIELD}.get(\"{key}\", sizeof({ctype}) * "
+            f"(({size}) > 0 ? (unsigned long long)({size}) : 0ULL), {align}));  "
+            "// sdfg_scan: persistent_transients='grow'\n", cfg, state_id, node)
+        _cached(self).add((sdfg.cfg_id, name))
+        self._dispatcher._used_environments.add(CachedTransients.full_class_path())  # type: ignore[attr-defined]
+        return result
+
+    return allocate_array
+
+
+def _cached_deallocate(original):
+    """``CPUCodeGen.deallocate_array``: DaCe's bookkeeping, without the ``delete`` of a cached buffer."""
+
+    def deallocate_array(self, sdfg, cfg, dfg, state_id, node, nodedesc, function_stream, callsite_stream,
+                         *args, **kwargs):
+        from dace.codegen.prettycode import CodeIOStream
+
+        if (sdfg.cfg_id, self.ptr(node.data, nodedesc, sdfg)) in _cached(self):
+            return original(self, sdfg, cfg, dfg, state_id, node, nodedesc, function_stream, CodeIOStream(),
+                            *args, **kwargs)
+        return original(self, sdfg, cfg, dfg, state_id, node, nodedesc, function_stream, callsite_stream,
+                        *args, **kwargs)
+
+    return deallocate_array
+
+
+def _cached(codegen) -> set:
+    """The (SDFG id, pointer) pairs whose buffer a code generator took from the cache (one set per program)."""
+    found = codegen.__dict__.get("_sdfg_scan_cached")
+    if found is None:
+        found = codegen.__dict__["_sdfg_scan_cached"] = set()
+    return found
+
+
+__all__ = ["CACHE_FIELD", "CachedTransients", "MARK", "MODES", "is_marked", "make_transients_persistent"]

@@ -258,8 +258,10 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     :param persistent_transients: ``"static"``, ``"sized"`` or ``"grow"``: the top-level transients the
         program allocates on every call are allocated once (:mod:`sdfg_scan.persistent`: ``"static"`` only
         those of constant shape, always legal; ``"sized"`` also those sized by the program's symbols, legal
-        only when the caller always calls with the same sizes; ``"grow"`` as ``"sized"``, and a call whose
-        sizes outgrow an array allocates it again: legal for any sizes, CPU only); False: allocated on every
+        only when the caller always calls with the same sizes; ``"grow"``: the SDFG is marked, and at code
+        generation its heap transients that no two threads use at once come from a buffer cache in the
+        program's state, which a call whose sizes outgrow a buffer allocates again: legal for any sizes and
+        after any later change to the SDFG, CPU only); False: allocated on every
         call, as DaCe does. None (the default): ``"grow"`` under ``target="cpu"``, False under ``"gpu"``.
         Results do not change. Persistent arrays stay allocated between calls (graupel at 20480 x 65: 20
         arrays, 166 MB), and two threads must not call one compiled program at once; per-call arrays cost

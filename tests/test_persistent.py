@@ -80,16 +80,24 @@ def test_cli_option(tmp_path, capsys):
     assert any(d.lifetime == dace.AllocationLifetime.Persistent for d in back.arrays.values())
 
 
-def test_grow_reallocates_where_a_call_outgrows_the_arrays():
-    """``"grow"``: legal for any sizes. Called small, larger (the arrays are allocated again), then smaller
-    (the front of the larger buffers): every call bitwise the program's values; the prologue state is first."""
-    from sdfg_scan.persistent import GROW_STATE
+def _cached_keys(sdfg: dace.SDFG) -> list[str]:
+    """The cache keys in the code DaCe generates for ``sdfg`` (one per array taken from the buffer cache)."""
+    code = "\n".join(c.clean_code for c in sdfg.generate_code())
+    return re.findall(r'__sdfg_scan_buffers\.get\("([^"]+)"', code)
 
+
+def test_grow_reallocates_where_a_call_outgrows_the_arrays():
+    """``"grow"``: legal for any sizes. Called small, larger (the buffers are allocated again), then smaller
+    (the front of the larger buffers): every call bitwise the program's values. It changes no lifetime and adds
+    nothing to the graph; the code takes both temporaries from the cache."""
     sdfg = _program(False)
     sdfg.name = "persistent_grow"
+    states = len(sdfg.states())
     report = sdfg_scan.optimize(sdfg, persistent_transients="grow")
     assert report.transients_persistent >= 2
-    assert sdfg.start_block.label == GROW_STATE
+    assert all(lt != dace.AllocationLifetime.Persistent for lt in _lifetimes(sdfg).values())
+    assert len(sdfg.states()) <= states
+    assert len(_cached_keys(sdfg)) >= 2
     compiled = sdfg.compile()
     rng = np.random.default_rng(5)
     for n, k in ((3, 2), (7, 5), (40, 9), (2, 1), (40, 9), (0, 4), (11, 6)):
@@ -99,52 +107,40 @@ def test_grow_reallocates_where_a_call_outgrows_the_arrays():
         assert np.array_equal(y, np.cumsum(x * 2.0 + x, axis=1)), (n, k)
 
 
-def test_grow_marks_only_symbol_sized_arrays_for_reallocation():
-    """Constant shapes are persistent without a prologue; ``"grow"`` is refused for the GPU, naming the
-    option and the target, and leaves the SDFG as it was."""
-    sdfg = _program(True)
-    assert make_transients_persistent(sdfg, "grow")
-    assert all(s.label != "sdfg_scan_grow_transients" for s in sdfg.states())
+def test_grow_is_refused_for_the_gpu_and_marks_once():
+    """``"grow"`` is refused for the GPU, naming the option and the target, and leaves the SDFG as it was; a
+    second ``"grow"`` pass adds no second mark; an SDFG without the mark gets DaCe's own allocations."""
+    from sdfg_scan.persistent import MARK, is_marked
+
     sdfg = _program(False)
     before = sdfg.to_json()
     with pytest.raises(ValueError, match="persistent_transients='grow'.*target='cpu'"):
         sdfg_scan.optimize(sdfg, target="gpu", persistent_transients="grow")
     assert sdfg.to_json() == before
-
-
-def test_grow_keys_each_capacity_by_its_array():
-    """The prologue records each array's capacity under the array's name: a second ``"grow"`` pass (here: one
-    that finds nothing left to take) adds no second prologue, and one that did could not mix two arrays up."""
-    from sdfg_scan.persistent import GROW_STATE
-
-    sdfg = _program(False)
-    chosen = make_transients_persistent(sdfg, "grow")
-    (tasklet,) = [n for n in sdfg.start_block.nodes() if isinstance(n, dace.nodes.Tasklet)]
-    for name in chosen:
-        assert f'_caps["{name}"]' in tasklet.code.as_string
-    assert make_transients_persistent(sdfg, "grow") == []
-    assert sum(s.label == GROW_STATE for s in sdfg.states()) == 1
+    assert not is_marked(sdfg) and _cached_keys(sdfg) == []
+    first = make_transients_persistent(sdfg, "grow")
+    assert first and make_transients_persistent(sdfg, "grow") == first
+    assert sdfg.global_code["frame"].as_string.count(MARK.strip()) == 1
 
 
 def test_default_is_grow_on_the_cpu_and_off_on_the_gpu():
     """Since stop 48 ``optimize`` allocates the transients once by default on the CPU (``"grow"``: legal for any
     sizes) and leaves them per call for the GPU; ``False`` keeps them per call on the CPU."""
-    from sdfg_scan.persistent import GROW_STATE, NESTED_HINT
+    from sdfg_scan.persistent import is_marked
 
     sdfg = _program(False)
     report = sdfg_scan.optimize(sdfg)
-    assert report.transients_persistent >= 2 and sdfg.start_block.label == GROW_STATE
-    (tasklet,) = [n for n in sdfg.start_block.nodes() if isinstance(n, dace.nodes.Tasklet)]
-    assert NESTED_HINT in tasklet.code.as_string   # what the compiler quotes if its array names are wrong
+    assert report.transients_persistent >= 2 and is_marked(sdfg)
     for kw in ({"persistent_transients": False}, {"target": "gpu"}):
         sdfg = _program(False)
         assert sdfg_scan.optimize(sdfg, **kw).transients_persistent == 0, kw
         assert all(lt != dace.AllocationLifetime.Persistent for lt in _lifetimes(sdfg).values()), kw
-        assert all(s.label != GROW_STATE for s in sdfg.states()), kw
+        assert not is_marked(sdfg), kw
 
 
 def test_cli_default_and_off(tmp_path, capsys):
     from sdfg_scan.cli import main
+    from sdfg_scan.persistent import is_marked
 
     src = tmp_path / "p.sdfg"
     _program(False).save(str(src))
@@ -154,42 +150,90 @@ def test_cli_default_and_off(tmp_path, capsys):
         out = capsys.readouterr().out
         assert bool(re.search(r"transients made persistent [1-9]", out)) == persistent, out
         back = dace.SDFG.from_file(str(dst))
-        assert any(d.lifetime == dace.AllocationLifetime.Persistent for d in back.arrays.values()) == persistent
+        assert is_marked(back) == persistent   # (the mark is saved with the SDFG)
+        assert bool(_cached_keys(back)) == persistent
 
 
-def test_an_sdfg_optimized_alone_then_nested_grows_under_its_nested_names():
-    """An SDFG ``optimize``d on its own (``"grow"`` by default) and nested in another one afterwards, twice (two
-    copies of one program, one capacity each): its prologue is written again before code generation with the
-    names its arrays have there, and every call, growing, shrinking and growing again, is bitwise the program's
-    values."""
+def _grow_calls(compiled, outputs, sizes=((3, 2), (9, 6), (2, 1), (12, 7))):
+    rng = np.random.default_rng(7)
+    for n, k in sizes:
+        x = rng.standard_normal((n, k))
+        outs = {o: np.zeros((n, k)) for o in outputs}
+        compiled(x=x.copy(), **outs, N=n, K=k)
+        ref = np.cumsum(x * 2.0 + x, axis=1)
+        for o, y in outs.items():
+            assert np.array_equal(y, ref), (o, n, k)
+
+
+def _nest(inner: dace.SDFG, name: str, outputs=("y",)) -> dace.SDFG:
+    """``inner`` (one input ``x``, one output ``y``) nested in a new SDFG once per output."""
     import copy
 
-    from sdfg_scan.persistent import rename_nested_prologues
-
-    inner = _program(False)
-    inner.name = "persistent_nested_inner"
-    assert sdfg_scan.optimize(inner).transients_persistent >= 2
-    outer = dace.SDFG("persistent_nested_outer")
-    for name in ("x", "y", "z"):
-        outer.add_array(name, [N, K], dace.float64)
+    outer = dace.SDFG(name)
+    for arr in ("x", *outputs):
+        outer.add_array(arr, [N, K], dace.float64)
     st = outer.add_state()
-    for out in ("y", "z"):
+    for out in outputs:
         nn = st.add_nested_sdfg(copy.deepcopy(inner), {"x"}, {"y"}, {"N": "N", "K": "K"})
         st.add_edge(st.add_read("x"), None, nn, "x", dace.Memlet("x[0:N, 0:K]"))
         st.add_edge(nn, "y", st.add_write(out), None, dace.Memlet(f"{out}[0:N, 0:K]"))
-    def prologues():
-        return [n.code.as_string for n, _ in outer.all_nodes_recursive()
-                if isinstance(n, dace.nodes.Tasklet) and "_caps[" in n.code.as_string]
+    return outer
 
-    assert rename_nested_prologues(outer) == 2   # (what the code generator calls on its copy of the program)
-    codes = prologues()
-    assert len(codes) == 2 and codes[0] != codes[1] and all("__state->__0_" not in c for c in codes)
-    assert rename_nested_prologues(outer) == 2 and prologues() == codes   # the keys are read back without the id
+
+def test_an_sdfg_optimized_alone_then_nested_grows_under_keys_of_its_own():
+    """An SDFG ``optimize``d on its own (``"grow"`` by default) and nested in another one afterwards, twice (two
+    copies of one program): each copy's arrays come from the cache under keys of their own, and every call,
+    growing, shrinking and growing again, is bitwise the program's values."""
+    inner = _program(False)
+    inner.name = "persistent_nested_inner"
+    assert sdfg_scan.optimize(inner).transients_persistent >= 2
+    outer = _nest(inner, "persistent_nested_outer", ("y", "z"))
+    keys = _cached_keys(outer)
+    assert len(keys) == len(set(keys)) >= 2 and all(not k.endswith("@0") for k in keys)
+    _grow_calls(outer.compile(), ("y", "z"))
+
+
+def test_grow_survives_simplify_and_inlining():
+    """The mark is all ``"grow"`` adds: ``simplify`` after ``optimize`` (which removes or renames arrays), and an
+    optimised SDFG nested in another that ``simplify`` then inlines, compile and give the program's values."""
+    sdfg = _program(False)
+    sdfg.name = "persistent_simplified"
+    sdfg_scan.optimize(sdfg)
+    sdfg.simplify()
+    assert _cached_keys(sdfg)
+    _grow_calls(sdfg.compile(), ("y",))
+
+    inner = _program(False)
+    inner.name = "persistent_inlined_inner"
+    sdfg_scan.optimize(inner)
+    outer = _nest(inner, "persistent_inlined_outer")
+    outer.simplify()
+    assert not any(isinstance(n, dace.nodes.NestedSDFG) for n, _ in outer.all_nodes_recursive())
+    _grow_calls(outer.compile(), ("y",))
+
+
+def test_grow_inside_a_parallel_map_keeps_per_call_arrays():
+    """An optimised SDFG nested in a parallel map runs on several threads at once: its arrays keep DaCe's own
+    per-call allocation (no cache key), and every map iteration gets its own values."""
+    import copy
+
+    M = dace.symbol("M")
+    inner = _program(False)
+    inner.name = "persistent_in_map_inner"
+    sdfg_scan.optimize(inner)
+    outer = dace.SDFG("persistent_in_map_outer")
+    outer.add_array("x", [M, N, K], dace.float64)
+    outer.add_array("y", [M, N, K], dace.float64)
+    st = outer.add_state()
+    me, mx = st.add_map("m", {"i": "0:M"}, schedule=dace.ScheduleType.CPU_Multicore)
+    nn = st.add_nested_sdfg(copy.deepcopy(inner), {"x"}, {"y"}, {"N": "N", "K": "K"})
+    st.add_memlet_path(st.add_read("x"), me, nn, dst_conn="x", memlet=dace.Memlet("x[i, 0:N, 0:K]"))
+    st.add_memlet_path(nn, mx, st.add_write("y"), src_conn="y", memlet=dace.Memlet("y[i, 0:N, 0:K]"))
+    assert _cached_keys(outer) == []
     compiled = outer.compile()
-    rng = np.random.default_rng(7)
-    for n, k in ((3, 2), (9, 6), (2, 1), (12, 7)):
-        x = rng.standard_normal((n, k))
-        y, z = np.zeros((n, k)), np.zeros((n, k))
-        compiled(x=x.copy(), y=y, z=z, N=n, K=k)
-        ref = np.cumsum(x * 2.0 + x, axis=1)
-        assert np.array_equal(y, ref) and np.array_equal(z, ref), (n, k)
+    rng = np.random.default_rng(11)
+    for n, k in ((3, 2), (40, 9), (2, 1), (64, 33)):
+        x = rng.standard_normal((16, n, k))
+        y = np.zeros_like(x)
+        compiled(x=x.copy(), y=y, N=n, K=k, M=16)
+        assert np.array_equal(y, np.cumsum(x * 2.0 + x, axis=2)), (n, k)
