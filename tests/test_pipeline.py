@@ -89,6 +89,21 @@ def test_optimize_is_bitwise_equal(form):
     fx.assert_bitwise_equal(fx.run(form, original, kw), fx.run(form + "+optimize", optimized, kw))
 
 
+@pytest.mark.parametrize("form", _forms(["diagnose_pressure.opt", "solve_tridiagonal_matrix_for_w_back_substitution.opt",
+                                         "graupel_run_dyn.opt_nohooks"]))
+def test_optimize_then_simplify_is_bitwise_equal(form):
+    """DaCe's ``simplify`` after ``optimize`` (which removes and renames transients, fuses states) leaves a
+    program that builds (the transients ``optimize`` allocates once by default included) and computes the same
+    bits."""
+    import copy
+
+    optimized = _optimized(form)
+    simplified = copy.deepcopy(optimized)
+    simplified.simplify()
+    kw = fx.inputs(form, optimized)
+    fx.assert_bitwise_equal(fx.run(form + "+optimize", optimized, kw), fx.run(form + "+simplify", simplified, kw))
+
+
 @pytest.mark.parametrize("form", _forms(sorted(fx.NO_COMPILE)))
 def test_optimize_lowered_graupel_validates(form):
     """The ~95-deep lowered graupel: optimised and validated, never compiled (~500 s)."""
