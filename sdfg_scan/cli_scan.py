@@ -228,8 +228,9 @@ def optimize_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--persistent-transients", choices=("static", "sized", "grow", "off"), default=None,
                    help="allocate the top-level transients once, not on every call (static: constant shapes "
                         "only; sized: also shapes of the program's symbols, for callers that always pass the "
-                        "same sizes; grow: as sized, reallocated where a call's sizes outgrow them, any sizes, "
-                        "CPU only; off: on every call). Default: grow for --target cpu, off for gpu")
+                        "same sizes; grow: the heap transients no two threads share, from a cache in the program's "
+                        "state, reallocated where a call's sizes outgrow them: any sizes, CPU only; off: on every "
+                        "call). Default: grow for --target cpu, off for gpu")
 
 
 class UsageError(ValueError):
