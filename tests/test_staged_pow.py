@@ -34,11 +34,13 @@ a = _c1 ? _sel1 : a;
 _w_y[i] = a;""".split("\n")
 
 
-def test_sites_depths_and_what_stays_inline():
+def test_sites_depths_and_what_stays_inline(monkeypatch):
     """Depth-0 sites with double arguments are staged (a literal exponent of 4.0, reached through copies,
     too); a literal exponent GCC folds (2.0) and an integer exponent stay inline, kept from pass 0 where their
     arguments allow; a ``pow`` of a staged ``pow`` (depth 1) stays inline in the last pass; ``exp`` is
-    computed once, in pass 0. Pass 0 stores nothing to memory; the last pass is the whole body."""
+    computed once, in pass 0. Pass 0 stores nothing to memory; the last pass is the whole body. A site with a
+    literal exponent is evaluated packed with the literal in place (``LITERAL_EXPONENTS``; off: with the
+    recorded exponents, as before)."""
     st = staged_pow.stage(BODY, "exact", 256)
     assert st is not None
     assert st.sites == [0, 1, 3] and st.after == [[0, 1, 3]]
@@ -53,7 +55,28 @@ def test_sites_depths_and_what_stays_inline():
     code = "\n".join(staged_pow.loops(st, ["#pragma omp simd", "for (long long _l = 0; _l < _n; ++_l) {"],
                                       "exact"))
     assert code.count("#pragma omp simd") == 2
+    # every staged exponent here is a literal (4.0 through two copies): only the bases are packed, and the pow
+    # is evaluated with the literal in place
+    assert st.exponents == {0: "1.5", 1: "4.0", 3: "0.3"}
+    for s, y in st.exponents.items():
+        assert (f"_sdfg_scan_pw_eval_y(_n, _pwa{s}, _pwx{s}, [](double _v) __attribute__((always_inline)) "
+                f"{{ return SDFG_SCAN_PW_XPOW(_v, {y}); }});") in code
+    monkeypatch.setattr(staged_pow, "LITERAL_EXPONENTS", False)
+    code = "\n".join(staged_pow.loops(st, ["#pragma omp simd", "for (long long _l = 0; _l < _n; ++_l) {"],
+                                      "exact"))
     assert [f"_sdfg_scan_pw_exact(_n, _pwa{s}, _pwx{s}, _pwy{s});" in code for s in (0, 1, 3)] == [True] * 3
+
+
+def test_a_literal_exponent_only_through_doubles():
+    """An exponent is taken as a literal only where it reaches the call through ``double`` variables: a
+    literal stored in an integer on the way (truncated) or an exponent assigned under a select is not."""
+    body = ["double a = _r_x[i];", "const bool _a2 = (a > 0.5);", "double b;", "{", "    double t;",
+            "    t = 0.94878;", "    b = t;", "}", "int k = 2.5;", "double c = k;", "double d = _a2 ? 1.5 : 2.5;",
+            "_w_y[i] = _sdfg_scan_spow(_a2, a, b) + _sdfg_scan_spow(_a2, a, c) + _sdfg_scan_spow(_a2, a, d)"
+            " + _sdfg_scan_spow(_a2, a, 1e-3);"]
+    st = staged_pow.stage(body, "replay", 256)
+    assert st is not None and st.sites == [0, 1, 2, 3]
+    assert st.exponents == {0: "0.94878", 3: "1e-3"}
 
 
 @pytest.mark.parametrize("change, why", [

@@ -497,7 +497,9 @@ def test_accurate_pow_form_keeps_glibcs_pow():
     assert ("_sdfg_scan_apow(" in loop or "_sdfg_scan_pw_replay(" in loop) and "_sdfg_scan_vpow(" not in loop
     cbase, cvec = _strict_build(base), _strict_build(vec)
     calls = set().union(*map_calls(cvec._lib._library_filename).values())
-    assert not any("pow" in c for c in calls), calls
+    # (the staged sites' packed evaluations are functions of this file: _sdfg_scan_pw_*, whose mangled names
+    # may hold the program's name)
+    assert not any("pow" in c for c in calls if "_sdfg_scan_pw_" not in c), calls
     if "avx512f" in open("/proc/cpuinfo").read():   # (the machine the README's numbers come from)
         assert map_gathers(cvec._lib._library_filename) > 0
     rng = np.random.default_rng(23)

@@ -52,6 +52,10 @@ MAX_DEPTH = 0
 more pass over the body. On graupel's map (25 sites staged, 4 of them at depths 1 and 2) staging all depths
 ran within noise of depth 0 (0.1364 s against 0.1372 s under replay)."""
 
+LITERAL_EXPONENTS = True
+"""A staged site whose exponent is a literal in every lane packs only its bases and calls a function in which the
+exponent is that literal (off: every site through the function of both arguments, as before stop 49)."""
+
 ARRAY_BYTES = 512 * 1024
 """At most this many bytes of per-block arrays (three per staged site, one per cached call, on each thread's
 stack); a body that needs more stays one loop."""
@@ -60,6 +64,8 @@ _IDENT = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _DECL = re.compile(r"^(?P<type>(?:const\s+)?(?:unsigned\s+|signed\s+)?(?:long\s+long|[A-Za-z_][\w:]*))\s+"
                    r"(?P<name>[A-Za-z_]\w*)\s*(?P<arr>\[[^\]]*\])?\s*(?:=\s*(?P<init>.*))?;$")
+_FLOAT = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+(?=[eE]))([eE][+-]?\d+)?$")
+"""A floating literal (a ``.`` or an exponent): its double is the value the program's variable held."""
 _KEYWORDS = {"if", "else", "for", "while", "do", "return", "switch", "case", "goto", "break", "continue"}
 _CALL = re.compile(r"([A-Za-z_][\w:]*)\s*\(([^()]*)\)")
 
@@ -81,6 +87,7 @@ class _Site:
     staged: bool          # a pow computed packed after the pass of its depth
     cacheable: bool = False   # a call whose double arguments allow its value to be kept from pass 0
     cached: bool = False
+    y: str | None = None      # the exponent where it is a floating literal in every lane (a staged pow)
 
 
 @dataclass
@@ -92,6 +99,7 @@ class Staging:
     sites: list[int] = field(default_factory=list)
     cached: list[int] = field(default_factory=list)
     block: int = 256
+    exponents: dict[int, str] = field(default_factory=dict)   # staged site -> its literal exponent
 
 
 def _split_args(text: str, start: int) -> tuple[list[str], int]:
@@ -163,14 +171,15 @@ class _Analyzer:
                 return s[name]
         return None
 
-    def set(self, name: str, depth: int, ctype: str, literal: str | None, declare: bool) -> None:
+    def set(self, name: str, depth: int, ctype: str, literal: str | None, declare: bool,
+            dlit: str | None = None) -> None:
         if declare:
-            self.scopes[-1][name] = (depth, ctype, literal)
+            self.scopes[-1][name] = (depth, ctype, literal, dlit)
             return
         for s in reversed(self.scopes):
             if name in s:
                 old = s[name]
-                s[name] = (depth, old[1], literal)
+                s[name] = (depth, old[1], literal, dlit)
                 return
         raise _Refuse(f"assignment to '{name}', not declared in the body")
 
@@ -182,6 +191,18 @@ class _Analyzer:
             v = self.lookup(t)
             if v is not None:
                 return v[2]
+        return None
+
+    def double_literal(self, text: str) -> str | None:
+        """The floating literal ``text`` is, or the one the ``double`` variable it names was last given through
+        ``double`` variables only (a literal stored in an integer on the way would have been truncated)."""
+        t = _strip_parens(text)
+        if _FLOAT.match(t):
+            return t
+        if re.fullmatch(r"[A-Za-z_]\w*", t):
+            v = self.lookup(t)
+            if v is not None and v[1] in ("double", "const double"):
+                return v[3]
         return None
 
     def is_double(self, text: str) -> bool:
@@ -249,7 +270,8 @@ class _Analyzer:
                     (lit_x is not None and lit_y is not None)
                 staged = not folded and doubles
             sid = len(self.sites)
-            self.sites.append(_Site(func, d, staged, cacheable=doubles))
+            self.sites.append(_Site(func, d, staged, cacheable=doubles,
+                                    y=self.double_literal(args[2]) if staged else None))
             out.append(f"\x00{sid}\x00({', '.join(marked)})")
             depth = max(depth, d + 1 if staged else d)
             i = end
@@ -298,7 +320,8 @@ class _Analyzer:
             marked, d = self.expr(init)
             if ctype in ("auto", "const auto"):
                 ctype = "double" if self.is_double(marked) else ctype
-            self.set(name, d, ctype, self.literal(init) if "\x00" not in marked else None, declare=True)
+            self.set(name, d, ctype, self.literal(init) if "\x00" not in marked else None, declare=True,
+                     dlit=self.double_literal(init) if "\x00" not in marked else None)
             at = raw.rindex(init)
             return raw[:at] + marked + raw[at + len(init):], None
         split = _assignment(text[:-1])
@@ -308,7 +331,8 @@ class _Analyzer:
         marked, d = self.expr(rhs)
         new = raw if marked == rhs else raw[: raw.rindex(rhs)] + marked + raw[raw.rindex(rhs) + len(rhs):]
         if re.fullmatch(r"[A-Za-z_]\w*", lhs):
-            self.set(lhs, d, "", self.literal(rhs) if "\x00" not in marked else None, declare=False)
+            self.set(lhs, d, "", self.literal(rhs) if "\x00" not in marked else None, declare=False,
+                     dlit=self.double_literal(rhs) if "\x00" not in marked else None)
             return new, None
         base = _IDENT.search(lhs)
         if base is None or not lhs.endswith("]"):
@@ -389,7 +413,7 @@ def stage(lines: list[str], cls: str, block: int) -> Staging | None:
         passes.append([f"(void)({_render(store, an.sites, p)});" if store is not None else _render(t, an.sites, p)
                        for t, store in marked])
     passes.append([_render(t, an.sites, None) for t, _ in marked])
-    return Staging(passes, after, staged, cached, block)
+    return Staging(passes, after, staged, cached, block, {i: an.sites[i].y for i in staged if an.sites[i].y})
 
 
 def loops(st: Staging, head: list[str], cls: str) -> list[str]:
@@ -403,8 +427,22 @@ def loops(st: Staging, head: list[str], cls: str) -> list[str]:
             continue   # (pass 0 always runs: it keeps the cached calls' values)
         out += head + ["    " + ln for ln in body] + ["}"]
         if p < len(st.after):
-            out += [f"_sdfg_scan_pw_{cls}(_n, _pwa{s}, _pwx{s}, _pwy{s});" for s in st.after[p]]
+            out += [_packed_call(st, s, cls) for s in st.after[p]]
     return out
+
+
+_LITERAL_CALLS = {"exact": "SDFG_SCAN_PW_XPOW", "replay": "_sdfg_scan_apow"}
+
+
+def _packed_call(st: Staging, s: int, cls: str) -> str:
+    """The packed ``pow`` of site ``s`` after its pass: with a literal exponent, through a function of the base
+    alone in which the exponent is that literal (the compiler folds what depends only on it; the same function
+    on the same values, so the same results); otherwise through the function of both arguments."""
+    y = st.exponents.get(s)
+    if y is None or not LITERAL_EXPONENTS:
+        return f"_sdfg_scan_pw_{cls}(_n, _pwa{s}, _pwx{s}, _pwy{s});"
+    return (f"_sdfg_scan_pw_eval_y(_n, _pwa{s}, _pwx{s}, [](double _v) __attribute__((always_inline)) "
+            f"{{ return {_LITERAL_CALLS[cls]}(_v, {y}); }});")
 
 
 def support() -> str:
@@ -432,7 +470,15 @@ __attribute__((always_inline)) static inline double _sdfg_scan_pw_rec(double& ra
         const __mmask8 k = _mm512_mask_cmp_pd_mask(t, _mm512_load_pd(a + l), _mm512_setzero_pd(), _CMP_NEQ_UQ); \\
         _mm512_store_pd(x + l, _mm512_mask_expand_pd(_mm512_load_pd(x + l), k, _mm512_loadu_pd(cx + m))); \\
         m += __builtin_popcount((unsigned)k); }
+#define SDFG_SCAN_PW_PACK1(n, a, x, cx, m) \\
+    for (long long l = 0; l < n; l += 8) { \\
+        const __mmask8 t = n - l >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (n - l)) - 1u); \\
+        const __mmask8 k = _mm512_mask_cmp_pd_mask(t, _mm512_load_pd(a + l), _mm512_setzero_pd(), _CMP_NEQ_UQ); \\
+        _mm512_storeu_pd(cx + m, _mm512_maskz_compress_pd(k, _mm512_load_pd(x + l))); \\
+        m += __builtin_popcount((unsigned)k); }
 #else
+#define SDFG_SCAN_PW_PACK1(n, a, x, cx, m) \\
+    for (long long l = 0; l < n; ++l) if (a[l] != 0.0) { cx[m] = x[l]; ++m; }
 #define SDFG_SCAN_PW_PACK(n, a, x, y, cx, cy, m) \\
     for (long long l = 0; l < n; ++l) if (a[l] != 0.0) { cx[m] = x[l]; cy[m] = y[l]; ++m; }
 #define SDFG_SCAN_PW_UNPACK(n, a, x, cx) \\
@@ -448,6 +494,17 @@ static __attribute__((noinline)) void name(long long n, const double* a, double*
         SDFG_SCAN_PW_PACK(nc, (a + c), (x + c), (y + c), cx, cy, m) \\
         _Pragma("omp simd") \\
         for (long long j = 0; j < m; ++j) cx[j] = call(cx[j], cy[j]); \\
+        SDFG_SCAN_PW_UNPACK(nc, (a + c), (x + c), cx) } }
+// a site whose exponent is a literal: only the bases packed, f the pow of one base with that exponent
+template <typename F>
+static __attribute__((noinline)) void _sdfg_scan_pw_eval_y(long long n, const double* a, double* x, F f) noexcept {
+    alignas(64) double cx[SDFG_SCAN_PW_CHUNK + 8];
+    for (long long c = 0; c < n; c += SDFG_SCAN_PW_CHUNK) {
+        const long long nc = n - c < SDFG_SCAN_PW_CHUNK ? n - c : SDFG_SCAN_PW_CHUNK;
+        long long m = 0;
+        SDFG_SCAN_PW_PACK1(nc, (a + c), (x + c), cx, m)
+        _Pragma("omp simd")
+        for (long long j = 0; j < m; ++j) cx[j] = f(cx[j]);
         SDFG_SCAN_PW_UNPACK(nc, (a + c), (x + c), cx) } }
 #endif
 #if defined(SDFG_SCAN_SCALAR_LANE_MATH) && !defined(SDFG_SCAN_PW_EXACT)
