@@ -161,7 +161,8 @@ class _Analyzer:
         self.cached_functions = cached_functions
         names = sorted([func, *cached_functions], key=len, reverse=True)
         self.pattern = re.compile(r"(?<![\w:.])(" + "|".join(re.escape(n) for n in names) + r")\s*\(")
-        self.scopes: list[dict[str, tuple[int, str, str | None]]] = [{}]   # name -> (depth, type, literal)
+        # name -> (depth, type, literal, the literal it holds through double variables only)
+        self.scopes: list[dict[str, tuple[int, str, str | None, str | None]]] = [{}]
         self.sites: list[_Site] = []
         self.stored: set[str] = set()   # the arrays of memory stored to so far
 
@@ -413,7 +414,8 @@ def stage(lines: list[str], cls: str, block: int) -> Staging | None:
         passes.append([f"(void)({_render(store, an.sites, p)});" if store is not None else _render(t, an.sites, p)
                        for t, store in marked])
     passes.append([_render(t, an.sites, None) for t, _ in marked])
-    return Staging(passes, after, staged, cached, block, {i: an.sites[i].y for i in staged if an.sites[i].y})
+    return Staging(passes, after, staged, cached, block,
+                   {i: y for i in staged if (y := an.sites[i].y) is not None})
 
 
 def loops(st: Staging, head: list[str], cls: str) -> list[str]:
