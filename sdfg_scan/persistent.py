@@ -146,6 +146,14 @@ def _plain_host_array(desc) -> bool:
             and not isinstance(desc.dtype, (dtypes.opaque, dtypes.struct, dtypes.pointer)))
 
 
+def _cacheable(desc) -> bool:
+    """A plain host array whose buffer ``"grow"`` may take from the cache: a per-call lifetime, no start offset
+    (where it is allocated is checked at code generation)."""
+    return (_plain_host_array(desc) and not desc.start_offset
+            and desc.lifetime in (dtypes.AllocationLifetime.Scope, dtypes.AllocationLifetime.State,
+                                  dtypes.AllocationLifetime.SDFG))
+
+
 def _grown(sdfg: dace.SDFG) -> list[str]:
     """The top-level transients ``"grow"`` takes: plain host arrays with a per-call lifetime that DaCe will not
     allocate inside a map scope (used in several states, or somewhere outside the maps of their one state)."""
@@ -157,10 +165,7 @@ def _grown(sdfg: dace.SDFG) -> list[str]:
             states.setdefault(node.data, set()).add(state)
             if scopes.get(node) is None:
                 outside.add(node.data)
-    lifetimes = (dtypes.AllocationLifetime.Scope, dtypes.AllocationLifetime.State, dtypes.AllocationLifetime.SDFG)
-    return sorted(n for n, used in states.items()
-                  if _plain_host_array(sdfg.arrays[n]) and sdfg.arrays[n].lifetime in lifetimes
-                  and not sdfg.arrays[n].start_offset and (len(used) > 1 or n in outside))
+    return sorted(n for n, used in states.items() if _cacheable(sdfg.arrays[n]) and (len(used) > 1 or n in outside))
 
 
 # ---- code generation (installed by sdfg_scan.dace_fixes) -----------------------------------------------------
@@ -184,10 +189,8 @@ def _runs_alone(sdfg: dace.SDFG) -> bool:
 def _takes(sdfg, node, desc) -> bool:
     scope = getattr(_SCOPE, "scope", None)
     return (scope is not None and not isinstance(scope, dace.nodes.EntryNode) and is_marked(sdfg)
-            and _plain_host_array(desc) and desc.storage == dtypes.StorageType.CPU_Heap
-            and desc.lifetime in (dtypes.AllocationLifetime.Scope, dtypes.AllocationLifetime.State,
-                                  dtypes.AllocationLifetime.SDFG)
-            and not desc.start_offset and not getattr(node, "setzero", False) and _runs_alone(sdfg))
+            and _cacheable(desc) and desc.storage == dtypes.StorageType.CPU_Heap
+            and not getattr(node, "setzero", False) and _runs_alone(sdfg))
 
 
 def _allocation_scope(original):
@@ -265,10 +268,7 @@ def _cached_deallocate(original):
 
 def _cached(codegen) -> set:
     """The (SDFG id, pointer) pairs whose buffer a code generator took from the cache (one set per program)."""
-    found = codegen.__dict__.get("_sdfg_scan_cached")
-    if found is None:
-        found = codegen.__dict__["_sdfg_scan_cached"] = set()
-    return found
+    return codegen.__dict__.setdefault("_sdfg_scan_cached", set())
 
 
 __all__ = ["CACHE_FIELD", "CachedTransients", "MARK", "MODES", "is_marked", "make_transients_persistent"]
