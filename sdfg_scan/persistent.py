@@ -44,6 +44,7 @@ calls (freed with the program's state), and two threads must not call one compil
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import dace
 from dace import dtypes
@@ -56,27 +57,17 @@ MARK = "// sdfg_scan: persistent_transients='grow' (heap transients taken from a
 CACHE_FIELD = "__sdfg_scan_buffers"
 """The state-struct field holding the cached buffers (:class:`CachedTransients`)."""
 
-_CACHE_TYPE = (
-    "struct __sdfg_scan_buffers_t {  // sdfg_scan.persistent: one buffer per transient, grown on demand\n"
-    "    struct B { void* p = nullptr; unsigned long long n = 0; unsigned long long a = 0; };\n"
-    "    std::unordered_map<std::string, B> m;\n"
-    "    void* get(const char* key, unsigned long long bytes, unsigned long long align) {\n"
-    "        B& b = m[key];\n"
-    "        if (b.p == nullptr || bytes > b.n) {\n"
-    "            if (b.p != nullptr) ::operator delete[](b.p, std::align_val_t(b.a));\n"
-    "            b.p = ::operator new[](bytes > 0 ? bytes : 1, std::align_val_t(align));\n"
-    "            b.n = bytes; b.a = align;\n"
-    "        }\n"
-    "        return b.p; }\n"
-    "    ~__sdfg_scan_buffers_t() {\n"
-    "        for (auto& kv : m) if (kv.second.p != nullptr) ::operator delete[](kv.second.p, std::align_val_t(kv.second.a)); }\n"
-    f"}} {CACHE_FIELD};")
+BUFFERS_HEADER = str(Path(__file__).with_name("expansions") / "sdfg_scan_buffers.h")
+"""The C++ of the cache (``__sdfg_scan_buffers_t``): buffers grown on demand, large ones in huge pages."""
+
+_CACHE_TYPE = f"__sdfg_scan_buffers_t {CACHE_FIELD};"
 
 
 @dace.library.environment
 class CachedTransients:
     """The state-struct field of ``persistent_transients="grow"``: the buffers by key (array name and SDFG id),
-    each with its size in bytes; freed with the program's state (``__dace_exit``)."""
+    each with its size in bytes; freed with the program's state (``__dace_exit``). Buffers of 4 MiB or more are
+    2 MiB-aligned and advised for transparent huge pages on Linux (:data:`BUFFERS_HEADER`)."""
 
     cmake_minimum_version = None
     cmake_packages: list[str] = []
@@ -86,7 +77,7 @@ class CachedTransients:
     cmake_compile_flags: list[str] = []
     cmake_link_flags: list[str] = []
     cmake_files: list[str] = []
-    headers = {"frame": ["string", "unordered_map", "new"]}
+    headers = {"frame": [BUFFERS_HEADER]}
     state_fields = [_CACHE_TYPE]
     init_code = ""
     finalize_code = ""

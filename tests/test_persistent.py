@@ -237,3 +237,41 @@ def test_grow_inside_a_parallel_map_keeps_per_call_arrays():
         y = np.zeros_like(x)
         compiled(x=x.copy(), y=y, N=n, K=k, M=16)
         assert np.array_equal(y, np.cumsum(x * 2.0 + x, axis=2)), (n, k)
+
+
+def test_large_cached_buffers_are_aligned_and_advised_for_huge_pages(tmp_path):
+    """The cache's C++ (``sdfg_scan_buffers.h``) on its own: a buffer of 4 MiB or more starts on a 2 MiB
+    boundary and, on Linux, its mapping carries the huge-page advice (``hg`` in ``/proc/self/smaps``'s
+    ``VmFlags``); a small one keeps the alignment asked for; a larger call reallocates, a smaller reuses."""
+    import ctypes
+    import sys
+
+    from cxx_harness import build
+
+    from sdfg_scan.persistent import BUFFERS_HEADER
+
+    src = tmp_path / "buffers.cpp"
+    src.write_text(f'#include "{BUFFERS_HEADER}"\n#include <cstdint>\n'
+                   "static __sdfg_scan_buffers_t cache;\n"
+                   'extern "C" std::uintptr_t get(const char* key, unsigned long long bytes) {\n'
+                   "    return reinterpret_cast<std::uintptr_t>(cache.get(key, bytes, 64)); }\n")
+    lib, _ = build(src, "buffers", [])
+    lib.get.restype = ctypes.c_size_t
+    lib.get.argtypes = [ctypes.c_char_p, ctypes.c_ulonglong]
+    big = lib.get(b"a", 5 << 20)
+    assert big % (2 << 20) == 0
+    assert lib.get(b"a", 3 << 20) == big   # a smaller call uses the front of the buffer
+    small = lib.get(b"b", 1000)
+    assert small % 64 == 0
+    if sys.platform.startswith("linux"):
+        flags, inside = None, False
+        for block in open("/proc/self/smaps").read().split("\n"):
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", block):
+                lo, hi = (int(v, 16) for v in block.split()[0].split("-"))
+                inside = lo <= big < hi
+            elif block.startswith("VmFlags:") and inside:
+                flags = block.split()[1:]
+                break
+        assert flags is not None and "hg" in flags, flags
+    grown = lib.get(b"a", 9 << 20)
+    assert grown % (2 << 20) == 0
