@@ -27,6 +27,8 @@ Usage: ``python benchmarks/bench_icon4py.py [--ncells 20480] [--nlev 65] [--samp
 ``--buffers same`` times ``graupel_run_dyn`` on the same buffers every call, its inputs copied back in before
 each call outside the timing; ``loop`` the same, each variant alone in a process of its own (a model's time
 loop: one program, its fields allocated once; stop 48); ``fresh`` (the default) on new copies every call.
+``--only graupel_decisions`` compares the branch decisions ``graupel_run_dyn`` stores (its ``bool`` arrays, made
+outputs) between the ``exact`` and ``replay`` builds.
 """
 
 from __future__ import annotations
@@ -504,6 +506,65 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int, profile_seconds: 
     return rows
 
 
+def _with_decisions(sdfg, names: list[str]):
+    """``sdfg`` with its top-level ``bool`` transient arrays ``names`` (the branch decisions it stores: gt4py's
+    masks, the per-level flags the scan reads) made arguments, so that a call returns them."""
+    for n in names:
+        sdfg.arrays[n].transient = False
+    return sdfg
+
+
+def _decision_arrays(sdfg) -> list[str]:
+    import dace
+
+    return sorted(n for n, d in sdfg.arrays.items()
+                  if d.transient and type(d) is dace.data.Array and d.dtype == dace.bool_)
+
+
+def _decision_buffers(sdfg, names: list[str], kw: dict) -> dict:
+    """Zeroed buffers for the decision arrays, shaped and strided as ``sdfg`` declares them at ``kw``'s sizes."""
+    import dace
+
+    syms = {k: v for k, v in kw.items() if not isinstance(v, np.ndarray)}
+    out = {}
+    for n in names:
+        d = sdfg.arrays[n]
+        shape = tuple(int(dace.symbolic.evaluate(e, syms)) for e in d.shape)
+        strides = tuple(int(dace.symbolic.evaluate(e, syms)) for e in d.strides)
+        size = int(dace.symbolic.evaluate(d.total_size, syms))
+        base = np.zeros(max(size, 1), dtype=np.bool_)
+        out[n] = np.lib.stride_tricks.as_strided(base, shape, tuple(st * base.itemsize for st in strides))
+    return out
+
+
+def bench_graupel_decisions(size: tuple[int, int]) -> list[str]:
+    """Whether replay flips a branch decision of ``graupel_run_dyn`` against exact: every ``bool`` array the
+    optimised program stores at the top level (gt4py's masks and the per-level flags its scan branches on)
+    made an output of both builds, then compared entry by entry, with the float outputs beside them."""
+    import dace
+
+    form = "graupel_run_dyn.opt_nohooks"
+    ncells, nlev = size
+    kw = fx.inputs(form, fx.load(form), ncells=ncells, nlev=nlev)
+    sdfgs = {r: _graupel_blocked(None, r, None) for r in ("exact", "replay")}
+    names = sorted(set(_decision_arrays(sdfgs["exact"])) & set(_decision_arrays(sdfgs["replay"])))
+    outs = {}
+    for r, sdfg in sdfgs.items():
+        prog = fx.compile_once(f"bench_graupel_decisions_{r}", _with_decisions(sdfg, names))
+        args = {**fx.fresh(kw), **_decision_buffers(prog.sdfg, names, kw)}
+        with dace.config.set_temporary("compiler", "allow_view_arguments", value=True):   # strided bool buffers
+            prog(**args)
+        outs[r] = {n: np.array(v) for n, v in args.items() if isinstance(v, np.ndarray)}
+    rows = [f"graupel_run_dyn {ncells}x{nlev}: the branch decisions stored in {len(names)} bool arrays "
+            f"({', '.join(names)}), replay against exact (exact: bitwise the IEEE-strict build)"]
+    for n in names:
+        a, b = outs["exact"][n], outs["replay"][n]
+        rows.append(f"  {n:16}: {int(np.sum(a != b))} of {a.size} entries flipped ({int(np.sum(a))} true in exact)")
+    return rows + _replay_error("auto (replay) against auto (exact)",
+                                {n: v for n, v in outs["exact"].items() if n not in names},
+                                {n: v for n, v in outs["replay"].items() if n not in names})
+
+
 def bench_graupel_static(samples: int) -> list[str]:
     """``graupel_run`` (the static-domain fixture, 100 cells x 65 levels): gt4py's SDFG (default flags,
     IEEE-strict) against ``optimize`` under ``exact`` and ``replay``, each with scalar and with vectorised
@@ -538,7 +599,7 @@ def main(argv=None) -> int:
     ap.add_argument("--nlev", type=int, default=65)
     ap.add_argument("--samples", type=int, default=7)
     ap.add_argument("--repeat", type=int, default=50)
-    ap.add_argument("--only", choices=("all", "dycore_pair", "graupel_blocked", "graupel_static"), default="all")
+    ap.add_argument("--only", choices=("all", "dycore_pair", "graupel_blocked", "graupel_static", "graupel_decisions"), default="all")
     ap.add_argument("--profile-seconds", type=float, default=4.0,
                     help="graupel rows: perf profile of each main variant for this long (0: none)")
     ap.add_argument("--graupel-rows", default="",
@@ -560,6 +621,9 @@ def main(argv=None) -> int:
         return 0
     if a.only == "graupel_static":
         print("\n".join(bench_graupel_static(max(a.samples, 15))))
+        return 0
+    if a.only == "graupel_decisions":
+        print("\n".join(bench_graupel_decisions((a.ncells, a.nlev))))
         return 0
     if a.only == "graupel_blocked":
         print("\n".join(bench_graupel_blocked((a.ncells, a.nlev), a.samples, a.profile_seconds, only_rows, buffers)))

@@ -57,3 +57,34 @@ def test_loop_samples_run_in_their_own_process(in_place):
     assert len(times) == 3 and all(t >= 0.0 for t in times)
     assert len(faults) == 3 and all(isinstance(f, int) and f >= 0 for f in faults)
     np.testing.assert_array_equal(kw["x"], np.arange(5))   # the caller's inputs untouched
+
+
+def test_decision_arrays_become_outputs_with_the_declared_strides():
+    """``--only graupel_decisions``' helpers: the top-level bool transients (the branch decisions a program
+    stores) are found, made arguments, and given buffers with the SDFG's symbolic shape and strides, which a
+    call fills."""
+    n, m = dace.symbol("n"), dace.symbol("m")
+    sdfg = dace.SDFG("bench_decisions")
+    sdfg.add_array("x", [n, m], dace.float64, strides=[1, n])
+    sdfg.add_array("y", [n, m], dace.float64, strides=[1, n])
+    sdfg.add_array("mask", [n, m], dace.bool_, strides=[1, n], transient=True)
+    sdfg.add_array("other", [n, m], dace.float64, transient=True)
+    st = sdfg.add_state()
+    x, y, mask = st.add_read("x"), st.add_write("y"), st.add_access("mask")
+    st.add_mapped_tasklet("decide", {"i": "0:n", "j": "0:m"}, {"a": dace.Memlet("x[i, j]")}, "d = a > 0.5",
+                          {"d": dace.Memlet("mask[i, j]")}, input_nodes={"x": x}, output_nodes={"mask": mask},
+                          external_edges=True)
+    st.add_mapped_tasklet("use", {"i": "0:n", "j": "0:m"}, {"d": dace.Memlet("mask[i, j]")},
+                          "b = 1.0 if d else 0.0", {"b": dace.Memlet("y[i, j]")},
+                          input_nodes={"mask": mask}, output_nodes={"y": y}, external_edges=True)
+    names = b._decision_arrays(sdfg)
+    assert names == ["mask"]
+    prog = b._with_decisions(sdfg, names).compile()
+    xs = np.asfortranarray(np.random.default_rng(0).random((7, 3)))
+    kw = {"x": xs, "y": np.zeros_like(xs), "n": 7, "m": 3}
+    bufs = b._decision_buffers(prog.sdfg, names, kw)
+    assert bufs["mask"].shape == (7, 3) and bufs["mask"].strides == (1, 7)
+    with dace.config.set_temporary("compiler", "allow_view_arguments", value=True):
+        prog(**kw, **bufs)
+    np.testing.assert_array_equal(bufs["mask"], xs > 0.5)
+    np.testing.assert_array_equal(kw["y"], (xs > 0.5).astype(float))
