@@ -119,7 +119,7 @@ def vector_lane_ns(columns: float, threads: int, block: int, quantum: int) -> fl
     vector factor) cost :data:`VECTOR_MATH_NS` each, the rest
     :data:`EPILOGUE_MATH_NS`. At 20480 cells this is ``columns / threads`` vector cells; at 100 cells on 2
     threads (blocks of 64 and 36) the 36 epilogue cells: ``graupel_run`` under replay ran 0.87x against gt4py's
-    build with ``blocked_simd`` and 1.03x with ``blocked`` (README, "Stop 46")."""
+    build with ``blocked_simd`` and 1.03x with ``blocked`` (benchmarks/HISTORY.md, "Stop 46")."""
     q = quantum
     n = int(math.ceil(columns))
     if n <= 0:

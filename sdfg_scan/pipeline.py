@@ -267,7 +267,7 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         arrays, 166 MB), and two threads must not call one compiled program at once; per-call arrays cost
         the kernel's page faults on every call wherever glibc serves them from fresh pages, which depends on
         what the process allocated before (in a time loop on one set of fields, graupel's replay build ran
-        26 to 28 % slower with them: README "Stop 48").
+        26 to 28 % slower with them: benchmarks/HISTORY.md, "Stop 48").
     :param assume_no_alias: DaCe's model: non-transient arrays not paired in ``inplace`` do not share
         memory. ``ResultWriteThrough`` (a result temporary copied whole into an output: its writers write
         the output) then checks the order of accesses only for the ``inplace`` pairs; with False (gt4py's

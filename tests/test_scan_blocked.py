@@ -229,7 +229,7 @@ def test_replay_leaves_blocked_simd_on_few_cells(monkeypatch):
     blocks so (``cost.vector_lane_ns``): on 20480 cells as before (``columns / threads`` vector cells), on
     100 cells and 2 threads (blocks of 64 and 36) the 36 epilogue cells, and ``auto`` under ``replay`` then
     picks a scalar expansion (``graupel_run``: 0.87x of gt4py's build with ``blocked_simd``, 1.08x with the
-    choice, README "Stop 46"); a symbolic size is taken as 20480 cells, as before."""
+    choice, benchmarks/HISTORY.md, "Stop 46"); a symbolic size is taken as 20480 cells, as before."""
     from sdfg_scan import cost
     from sdfg_scan.expansions.scan_blocked import ExpandScanBlockedSIMD
 

@@ -105,7 +105,8 @@ def _outer_data(state: dace.SDFGState, entry: nodes.MapEntry) -> tuple[set[str],
 
 STAGED_MIN_CELLS = 1024
 """``staged_only``: a map whose cell range is a constant below this many cells stays scalar (``graupel_run``,
-100 cells: the exact vectorised maps 0.90x of gt4py's build against 1.05x with its scalar maps, README "Stop 46")."""
+100 cells: the exact vectorised maps 0.90x of gt4py's build against 1.05x with its scalar maps,
+benchmarks/HISTORY.md, "Stop 46")."""
 
 _EXACT_NAMES = sorted({staged_pow.SITE_FUNCTIONS["exact"], *staged_pow.CACHED_FUNCTIONS["exact"]})
 _EXACT_MATH = re.compile(rf"\b(?:{'|'.join(_EXACT_NAMES)})\(")

@@ -5,9 +5,9 @@ Why not glibc's vector ``pow`` (libmvec) or ``exp(y * log(x))``: both differ fro
 the last bits of a large share of the results (``exp(y log x)`` by about ``|y log x|`` units in the last
 place). icon4py's microphysics subtract nearly equal tendencies, so those bits become relative errors
 far above 1e-6 wherever a species is used up: with either, graupel's ``q_out_1`` had 1.8 to 2.6 % of its
-entries beyond rtol 1e-6 of the scalar build (README: "An accurate vector pow"). glibc's scalar ``pow`` rounds
-correctly in all but about 1 in 1000 cases (its error bound is 0.52 ulp); this one is accurate to about
-2^-70 before its final rounding (the nearest double on every one of the tests' checks against
+entries beyond rtol 1e-6 of the scalar build (benchmarks/HISTORY.md: "An accurate vector pow"). glibc's
+scalar ``pow`` rounds correctly in all but about 1 in 1000 cases (its error bound is 0.52 ulp); this one is
+accurate to about 2^-70 before its final rounding (the nearest double on every one of the tests' checks against
 :mod:`decimal`), so the two agree on all but those, and differ there by 1 ulp: graupel's vectorised maps
 then keep the scalar build's values where the program cancels (``q_out_1``: 0.005 % beyond rtol 1e-6).
 
@@ -38,8 +38,8 @@ Everything is ``inline`` arithmetic, selects and table loads, so GCC vectorises 
 (5.2 ns for the first version of stop 32, with five gathers, the two-sums of ``r`` and a longer series),
 against about 8 ns for glibc's scalar ``pow``, 2.1 ns for libmvec's ``pow`` and 1.6 ns for
 ``exp(y log x)``; the gathers are about 40 % of it. ``tests/test_vector_pow.py`` checks the values
-(README: "An accurate vector pow"). The products and polynomials are written as explicit FMAs and the
-error-free sums need no reassociation, so DaCe's default flags and the IEEE-strict ones give the same
+(benchmarks/HISTORY.md: "An accurate vector pow"). The products and polynomials are written as explicit FMAs
+and the error-free sums need no reassociation, so DaCe's default flags and the IEEE-strict ones give the same
 values. Deterministic for a given machine and build (``replay``): not bitwise glibc's ``pow``, which the
 ``exact`` class calls. ``__builtin_fma`` is one instruction where the CPU has FMA (x86-64 since Haswell,
 every AArch64); without it GCC calls libm's ``fma``, the same values, slowly.
