@@ -599,7 +599,8 @@ def main(argv=None) -> int:
     ap.add_argument("--nlev", type=int, default=65)
     ap.add_argument("--samples", type=int, default=7)
     ap.add_argument("--repeat", type=int, default=50)
-    ap.add_argument("--only", choices=("all", "dycore_pair", "graupel_blocked", "graupel_static", "graupel_decisions"), default="all")
+    ap.add_argument("--only", default="all",
+                    choices=("all", "dycore_pair", "graupel_blocked", "graupel_static", "graupel_decisions"))
     ap.add_argument("--profile-seconds", type=float, default=4.0,
                     help="graupel rows: perf profile of each main variant for this long (0: none)")
     ap.add_argument("--graupel-rows", default="",
