@@ -3,11 +3,12 @@
 // outgrows it; freed with the state.
 //
 // Buffers of SDFG_SCAN_HUGE_MIN bytes or more start on a 2 MiB boundary, their size is rounded up to
-// 2 MiB, and on Linux they are advised for transparent huge pages (madvise(MADV_HUGEPAGE); a no-op where
-// THP is off or "never"). gt4py's [Cell, K] transients are read a level at a time: with cells
-// contiguous, each level of a block of cells lies in another 4 KiB page, so a column kernel touches a
-// new page every few vectors. 2 MiB pages make those TLB misses rare (graupel_run_dyn at 20480 x 65:
-// README, "Transients in huge pages"). NumPy advises its own large arrays the same way.
+// 2 MiB (a later call that fits the rounded size reuses the buffer), and on Linux they are advised for
+// transparent huge pages (madvise(MADV_HUGEPAGE); a no-op where THP is off or "never"). gt4py's
+// [Cell, K] transients are read a level at a time: with cells contiguous, each level of a block of
+// cells lies in another 4 KiB page, so a column kernel touches a new page every few vectors. 2 MiB pages
+// make those TLB misses rare (graupel_run_dyn at 20480 x 65: README, "Transients in huge pages"). NumPy
+// advises its own large arrays the same way.
 #ifndef SDFG_SCAN_BUFFERS_H
 #define SDFG_SCAN_BUFFERS_H
 #include <new>
@@ -38,7 +39,7 @@ struct __sdfg_scan_buffers_t {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
             if (advise) (void)madvise(b.p, size, MADV_HUGEPAGE);
 #endif
-            b.n = bytes; b.a = align;
+            b.n = size; b.a = align;  // the capacity: a later call up to the rounded size reuses it
         }
         return b.p; }
     ~__sdfg_scan_buffers_t() {
