@@ -23,11 +23,12 @@ process that imported ``sdfg_scan``, DaCe's CPU code generator takes the buffer 
 from a cache in the program's state struct instead of ``new``/``delete`` (:func:`install_codegen`, which
 ``sdfg_scan.dace_fixes`` installs). The cache keeps one buffer per array (keyed by its name and its SDFG's
 id); a call that needs more than the buffer holds allocates it again, larger; a smaller call uses the front
-of it. Buffers of 4 MiB or more are 2 MiB-aligned and advised for transparent huge pages on Linux
-(:data:`BUFFERS_HEADER`: a column kernel reads each level of a block of cells from another 4 KiB page, and
-on graupel the advice saved 5 to 10 % of a call). Nothing in the SDFG depends on the arrays' names or place,
-so the SDFG stays an ordinary one: it may be simplified, transformed, saved and loaded, nested in another
-SDFG, or inlined into it (where the mark is lost the arrays are simply allocated per call). Decided at code generation, per allocation, where DaCe
+of it. Buffers of 4 MiB or more are 2 MiB-aligned, their size rounded up to 2 MiB (a call within the rounded
+size reuses them), and advised for transparent huge pages on Linux (:data:`BUFFERS_HEADER`: a column kernel
+reads each level of a block of cells from another 4 KiB page, and on graupel the advice saved 5 to 10 % of a
+call). Nothing in the SDFG depends on the arrays' names or place, so the SDFG stays an ordinary one: it may
+be simplified, transformed, saved and loaded, nested in another SDFG, or inlined into it (where the mark is
+lost the arrays are simply allocated per call). Decided at code generation, per allocation, where DaCe
 allocates the array (its allocation scope):
 
 * the SDFG carries the mark, and no enclosing nested-SDFG node sits inside a map or consume scope or in an

@@ -757,8 +757,8 @@ class ExpandScanBlockedExactSIMD(_BlockedExpansion):
     ``vector_pow.CHECK_ULPS``). Bitwise ``blocked`` and the strict build. Ranked below ``blocked`` (the
     cost model counts its libm calls as scalar ones and its selects like ``blocked_simd``'s): if-converted,
     every lane computes every branch's ``pow``, which on graupel outweighs what the checked ``pow`` saves
-    (0.248 s against 0.202 s for ``blocked``, benchmarks/HISTORY.md, "Exact vectorised loops"); pin it for bodies whose
-    ``pow`` calls are not under branches."""
+    (0.248 s against 0.202 s for ``blocked``, benchmarks/HISTORY.md, "Exact vectorised loops"); pin it for
+    bodies whose ``pow`` calls are not under branches."""
 
     environments = [ScalarLaneLoops]
     if_convert = True

@@ -43,6 +43,7 @@ struct __sdfg_scan_buffers_t {
         }
         return b.p; }
     ~__sdfg_scan_buffers_t() {
-        for (auto& kv : m) if (kv.second.p != nullptr) ::operator delete[](kv.second.p, std::align_val_t(kv.second.a)); }
+        for (auto& kv : m)
+            if (kv.second.p != nullptr) ::operator delete[](kv.second.p, std::align_val_t(kv.second.a)); }
 };
 #endif
