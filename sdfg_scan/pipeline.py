@@ -21,7 +21,9 @@ available is skipped and named in the report):
    whose scan is a plain cumulative sum by one N-d ``CumulativeScan`` (counted as
    ``scans_specialised``; such scans are no longer ``Scan`` nodes, so they leave ``scans_after``);
 4. ``LiftCellMap``: each lifted scan takes gt4py's map over cells into its node
-   (``columns="cells"``), so that the schedule over cells is the expansion's choice; on the CPU under
+   (``columns="cells"``), so that the schedule over cells is the expansion's choice;
+   ``FoldConstantConditions`` (the program and each ``Scan`` body) writes the literal into the branch
+   conditions that read a value the program sets with a literal (gt4py's static arguments); on the CPU under
    ``replay`` (by default; under ``exact`` by default only the maps whose math calls it stages, every map
    with ``vectorize_maps=True``; under ``approx`` with ``vectorize_maps=True``), ``VectorizeCellMap`` writes
    each top-level pointwise map over cells as one loop nest with an ``omp simd`` cell loop: vector math
@@ -55,6 +57,7 @@ from sdfg_scan.scan_sites import find_scans
 from sdfg_scan.scan_structure import NotAScan, analyze_scan
 
 CANONICALISE = ("RemoveScanSelfCopies", "DeadCarryElimination", "PeelBoundaryLevels")
+FOLD = "FoldConstantConditions"   # branch conditions on values the program fixes -> literals (stage 4)
 RESTRUCTURE = ("ScanFusion", "ScanFission")
 SPECIALISE = ("ScanToCumulative",)
 PAIRS = "ScanPairToTridiagonal"   # two scans -> one TridiagonalSolve (counted as two specialised scans)
@@ -359,6 +362,11 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
         report.scans_specialised += _apply(sdfg, name, report)
     # 4. each lifted scan takes its map over cells (the schedule over cells becomes an expansion)
     report.scans_with_cells = _apply(sdfg, TAKE_CELLS, report)
+    # branch conditions that read a value the program sets with a literal (gt4py's static arguments) read the
+    # literal; after LiftCellMap, which brings the literal's tasklet into the scan's body
+    _apply(sdfg, FOLD, report)
+    for node, _ in _scan_nodes(sdfg):
+        _apply(node.body, FOLD, report)
     # 4a. results computed straight into the outputs they were copied to (the copies go)
     _apply(sdfg, WRITE_THROUGH, report, {"inplace": dict(inplace or {}), "assume_no_alias": assume_no_alias})
     # 4b. copies left between cell-contiguous arrays walk the unit-stride dimension innermost (on the GPU:

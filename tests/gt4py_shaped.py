@@ -40,7 +40,7 @@ from sdfg_scan.expansions.environments import ExactArithmetic
 
 KINDS = ("recurrent", "pass_through", "delay_line", "flag", "counter", "invariant", "unused")
 UPDATES = ("tasklet", "if_else", "if_copy")
-CONDS = ("flag", "first", "last", "data")
+CONDS = ("flag", "first", "last", "data", "const")
 NX = 3  # input fields x0, x1, x2 shared by the slots
 FORMS = ("r = a * b + c", "r = a / b + c * a", "r = (a - c) * b - a * c", "r = a * b * b + c / (b + 1.0)")
 # if_stmt branches (tasklet connectors vi, va, vb -> vo read scalars i, a, b and write o)
@@ -63,7 +63,9 @@ class Slot:
 
     kind: str
     update: str = "tasklet"   # recurrent only: tasklet | if_else | if_copy (else branch ``o = i``)
-    cond: str = "data"        # if_*: flag (a flag slot's carry) | first / last (level test) | data (x > 1)
+    cond: str = "data"        # if_*: flag (a flag slot's carry) | first / last (level test) | data (x > 1) |
+    #                           const (an input the map sets with a literal, gt4py's static argument: True for
+    #                           an even ``form``)
     form: int = 0             # index into FORMS (unused: 0 untouched in the loop, 1 updated but never read)
     ins: tuple[int, int, int] = (0, 1, 2)  # input fields used as operands
     reads: int | None = None  # tasklet forms: operand c is slot ``reads``'s new value of this level
@@ -310,6 +312,8 @@ class _ColumnBuilder:
         if not level:
             if sl.cond == "flag":
                 node, mem = self._carry(sl.flag_slot)
+            elif sl.cond == "const":
+                node, mem = self.comp.add_read(self._const_input(i)), f"kc{i}[0]"
             else:
                 a, am = self._x(sl.ins[0])
                 node, mem = self._tasklet(f"cond{i}", "r = a > 1.0", {"a": (a, am)}, f"q{i}", dace.bool_), f"q{i}[0]"
@@ -317,6 +321,12 @@ class _ColumnBuilder:
         t = self.comp.add_access(self._scalar(f"t{i}"))
         self.comp.add_edge(n, "o", t, None, dace.Memlet(f"t{i}[0]"))
         return t
+
+    def _const_input(self, i: int) -> str:
+        """The body's bool input ``kc<i>``, which ``program`` fills from a constant tasklet in the map."""
+        if f"kc{i}" not in self.s.arrays:
+            self.s.add_scalar(f"kc{i}", dace.bool_)
+        return f"kc{i}"
 
     def _pass_through(self, i: int, sl: Slot) -> None:
         t = self._tasklet(f"pt{i}", FORMS[sl.form], {"a": self._x(sl.ins[0]), "b": self._x(sl.ins[1]),
@@ -385,7 +395,7 @@ def program(col: Column, name: str) -> dace.SDFG:
     st_ = sdfg.add_state("stmt_0", is_start_block=True)
     me, mx = st_.add_map("map_0_fieldop", {CELL: "0:N"})
     ins = {n: None for n, d in inner.arrays.items()
-           if not d.transient and (n.startswith("x") or "input" in n or n == "lim")}
+           if not d.transient and (n.startswith("x") or "input" in n or n == "lim" or n.startswith("kc"))}
     outs = {n: None for n, d in inner.arrays.items() if not d.transient and n not in ins}
     mapping = {**({"K": K} if col.nlev is None else {}), **({"N": N} if col.cell_contiguous else {})}
     node = st_.add_nested_sdfg(inner, ins, outs, symbol_mapping=mapping)
@@ -393,6 +403,9 @@ def program(col: Column, name: str) -> dace.SDFG:
         sdfg.add_symbol("S", dace.int32)
     if "lim" in ins:
         _symbol_tasklet(sdfg, st_, me, "lim_0", "__tlet_out = S + 1", dace.int32, node, "lim")
+    for i, sl in enumerate(col.slots):   # gt4py's static arguments: a literal the map writes
+        if f"kc{i}" in ins:
+            _symbol_tasklet(sdfg, st_, me, f"kc_{i}", f"__tlet_out = {sl.form % 2 == 0}", dace.bool_, node, f"kc{i}")
     for j in range(NX):
         if f"x{j}" in ins:
             st_.add_memlet_path(st_.add_read(f"X{j}"), me, node, dst_conn=f"x{j}",

@@ -60,6 +60,10 @@ from sdfg_scan.transformations.copy_in_layout_order import CopyInLayoutOrder  # 
 
 __all__.append("CopyInLayoutOrder")
 
+from sdfg_scan.transformations.fold_constant_conditions import FoldConstantConditions  # noqa: E402,F401
+
+__all__.append("FoldConstantConditions")
+
 
 def _apply_without_stack_lineinfo() -> None:
     """Every transformation's ``apply`` runs with DaCe's per-node stack walk off (:mod:`sdfg_scan.lineinfo`):

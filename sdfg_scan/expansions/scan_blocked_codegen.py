@@ -116,6 +116,33 @@ def _used_outside(sdfg: dace.SDFG, branch: ControlFlowRegion, sym: str) -> bool:
     return False
 
 
+def static_condition(code) -> bool | None:
+    """The value of a branch condition that is a literal (``True``, ``False``, ``0``, ``1``: what
+    ``FoldConstantConditions`` writes), else None."""
+    if code is None or code.language != dace.dtypes.Language.Python:
+        return None
+    tree = _code_tree(code)
+    tree = tree.value if isinstance(tree, ast.Expr) else tree
+    if isinstance(tree, ast.Constant) and type(tree.value) in (bool, int):
+        return bool(tree.value)
+    return None
+
+
+def live_branches(block: ConditionalBlock) -> list:
+    """The branches of ``block`` that can run, in order: those whose condition is a literal false are left
+    out, and the first one whose condition is a literal true ends the list as its ``else`` (condition None)."""
+    out = []
+    for c, br in block.branches:
+        value = static_condition(c)
+        if value is False:
+            continue
+        if c is None or value is True:
+            out.append((None, br))
+            break
+        out.append((c, br))
+    return out
+
+
 def _code_tree(code):
     """The AST of a ``CodeBlock`` holding one expression (a condition or an edge's assignment)."""
     return code.code[0] if isinstance(code.code, list) else code.code
@@ -507,7 +534,19 @@ class BodyWriter:
         return cppunparse.pyexpr2cpp(tree)
 
     def conditional(self, block: ConditionalBlock, scope: Scope) -> None:
-        conds = [(None if c is None else self.condition(c, scope), br) for c, br in block.branches]
+        branches = live_branches(block)
+        if not branches:
+            return   # no branch runs
+        if branches[0][0] is None:   # the first branch that can run always does: its blocks, unconditionally
+            self.w("{")
+            self.w.depth += 1
+            try:
+                self.region(branches[0][1], scope)
+            finally:
+                self.w.depth -= 1
+            self.w("}")
+            return
+        conds = [(None if c is None else self.condition(c, scope), br) for c, br in branches]
         if self.if_convert:
             mark = len(self.w.lines)
             saved = self.w.depth
@@ -515,7 +554,7 @@ class BodyWriter:
                 # if-converted, every condition is computed for every lane (an ``elif``'s past the arms
                 # before it; all of them past an enclosing block's condition)
                 types = {**{n: dace.int64 for n in scope.syms}, **_dtypes(scope.sdfg)}
-                trees = [_code_tree(c) for c, _ in block.branches if c is not None]
+                trees = [_code_tree(c) for c, _ in branches if c is not None]
                 if any(_may_trap(t, types) for t in (trees if self.overrides else trees[1:])):
                     raise _Trap(block.label)
                 self._select(conds, scope)
