@@ -12,6 +12,8 @@ from dace.sdfg import utils as sdutil
 from dace.sdfg.state import ConditionalBlock
 from dace.transformation import transformation as xf
 
+from sdfg_scan.expansions.scan_blocked_codegen import condition_expression
+
 LITERAL_TYPES = (bool, int, float)
 
 
@@ -66,12 +68,7 @@ class FoldConstantConditions(xf.MultiStateTransformation):
         for pair in block.branches:   # DaCe keeps each branch as a mutable [condition, region] pair
             cond = pair[0]
             if cond is not None and cond.language == dtypes.Language.Python:
-                pair[0] = CodeBlock(_folded(_expression(cond), consts))
-
-
-def _expression(cond: CodeBlock) -> ast.expr:
-    tree = cond.code[0] if isinstance(cond.code, list) else cond.code
-    return tree.value if isinstance(tree, ast.Expr) else tree
+                pair[0] = CodeBlock(_folded(condition_expression(cond), consts))
 
 
 class _Substitute(ast.NodeTransformer):
@@ -111,7 +108,7 @@ def foldable_names(block: ConditionalBlock, sdfg: SDFG) -> dict:
         if cond is None or cond.language != dtypes.Language.Python:
             continue
         try:
-            tree = _expression(cond)
+            tree = condition_expression(cond)
         except (AttributeError, IndexError, TypeError):
             continue
         for n in ast.walk(tree):

@@ -121,8 +121,7 @@ def static_condition(code) -> bool | None:
     ``FoldConstantConditions`` writes), else None."""
     if code is None or code.language != dace.dtypes.Language.Python:
         return None
-    tree = _code_tree(code)
-    tree = tree.value if isinstance(tree, ast.Expr) else tree
+    tree = condition_expression(code)
     if isinstance(tree, ast.Constant) and type(tree.value) in (bool, int):
         return bool(tree.value)
     return None
@@ -146,6 +145,12 @@ def live_branches(block: ConditionalBlock) -> list:
 def _code_tree(code):
     """The AST of a ``CodeBlock`` holding one expression (a condition or an edge's assignment)."""
     return code.code[0] if isinstance(code.code, list) else code.code
+
+
+def condition_expression(code) -> ast.expr:
+    """The expression of a Python ``CodeBlock`` holding one (a branch condition), without its statement."""
+    tree = _code_tree(code)
+    return tree.value if isinstance(tree, ast.Expr) else tree
 
 
 def _dtypes(sdfg: dace.SDFG) -> dict:
