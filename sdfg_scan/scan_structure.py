@@ -67,6 +67,8 @@ module ``analyze_scan`` and the public wrappers (dataclasses re-exported).
 
 from __future__ import annotations
 
+import ast
+
 import dace
 from dace.sdfg import nodes
 from dace.sdfg.state import (
@@ -77,6 +79,7 @@ from dace.sdfg.state import (
     ReturnBlock,
 )
 
+from sdfg_scan.identity_copies import single_element
 from sdfg_scan.scan_findings import _classify, _find_branches, _find_self_copies
 from sdfg_scan.scan_flags import constant_flags
 from sdfg_scan.scan_flow import (
@@ -117,13 +120,69 @@ def _init_only(sdfg: dace.SDFG, block) -> bool:
     return True
 
 
-def analyze_scan(sdfg: dace.SDFG, prologue: bool = False) -> ScanStructure:
+def entry_copy_tasklet(sdfg: dace.SDFG, state: dace.SDFGState, node) -> tuple | None:
+    """``(src, dst, in_edge, out_edge)`` when ``node`` is an init copy written as a tasklet, else None.
+
+    Such a tasklet is ``out = in`` (its only connectors, Python) with one in-edge from an access node of
+    an input container and one out-edge to an access node of a transient, both single elements of one
+    dtype: what a copy ``input -> carry`` becomes once DaCe's code generation lowered it to a tasklet
+    (gt4py's compiled ``program.sdfgz`` holds its scans' init copies in this form).
+    """
+    if not isinstance(node, nodes.Tasklet) or node.language != dace.Language.Python:
+        return None
+    ins, outs = state.in_edges(node), state.out_edges(node)
+    if len(ins) != 1 or len(outs) != 1 or len(node.in_connectors) != 1 or len(node.out_connectors) != 1:
+        return None
+    try:
+        tree = ast.parse(_tasklet_code(node))
+    except SyntaxError:
+        return None
+    (ie,), (oe,) = ins, outs
+    if not (len(tree.body) == 1 and isinstance(tree.body[0], ast.Assign) and len(tree.body[0].targets) == 1
+            and isinstance(tree.body[0].targets[0], ast.Name) and isinstance(tree.body[0].value, ast.Name)
+            and tree.body[0].targets[0].id == oe.src_conn and tree.body[0].value.id == ie.dst_conn):
+        return None
+    src, dst = ie.src, oe.dst
+    if not (isinstance(src, nodes.AccessNode) and isinstance(dst, nodes.AccessNode)
+            and ie.data.data == src.data and oe.data.data == dst.data and not ie.data.wcr and not oe.data.wcr):
+        return None
+    sd, dd = sdfg.arrays[src.data], sdfg.arrays[dst.data]
+    if sd.transient or not dd.transient or sd.dtype != dd.dtype or not (single_element(sd) and single_element(dd)):
+        return None
+    return src, dst, ie, oe
+
+
+def canonicalize_entry_copies(sdfg: dace.SDFG) -> int:
+    """Rewrite the init copies that the entry states of column SDFG ``sdfg`` hold as tasklets
+    (:func:`entry_copy_tasklet`) into access-node copies; return how many. Other blocks are not touched."""
+    done = 0
+    for st in _chain(sdfg):
+        if isinstance(st, LoopRegion):
+            break
+        if not isinstance(st, dace.SDFGState):
+            continue
+        for n in list(st.nodes()):
+            found = entry_copy_tasklet(sdfg, st, n)
+            if found is None:
+                continue
+            src, dst, ie, oe = found
+            st.remove_node(n)
+            st.add_edge(src, None, dst, None, dace.Memlet(data=src.data, subset=ie.data.subset,
+                                                          other_subset=oe.data.subset))
+            done += 1
+    return done
+
+
+def analyze_scan(sdfg: dace.SDFG, prologue: bool = False, copy_tasklets: bool = False) -> ScanStructure:
     """Recognise the column-scan structure of ``sdfg``; raise :class:`NotAScan` with the reason if absent.
 
     :param prologue: also accept blocks between the init-copy entry states and the loop (any
         states or ``ConditionalBlock``s without loops, e.g. levels peeled by ``PeelBoundaryLevels``);
         they are returned as ``ScanStructure.prologue`` and their accesses count as inputs / outputs.
         ``start`` / ``stop`` then describe the main loop only. Off (strict) for lifting.
+    :param copy_tasklets: also accept init copies written as tasklets in the entry states
+        (:func:`entry_copy_tasklet`); ``LiftScans`` rewrites them into copies
+        (:func:`canonicalize_entry_copies`) before it lifts, so a ``Scan`` body never holds them.
     """
     chain = _chain(sdfg)
     loops = [i for i, b in enumerate(chain) if isinstance(b, LoopRegion)]
@@ -160,6 +219,10 @@ def analyze_scan(sdfg: dace.SDFG, prologue: bool = False) -> ScanStructure:
                     if isinstance(d, nodes.AccessNode) and sdfg.arrays[d.data].transient:
                         carries[d.data] = CarrySlot(d.data, sdfg.arrays[d.data].dtype,
                                                     init_constant=_tasklet_code(n))
+                continue
+            found = entry_copy_tasklet(sdfg, st, n) if copy_tasklets else None
+            if found is not None:
+                carries[found[1].data] = CarrySlot(found[1].data, sdfg.arrays[found[1].data].dtype, init=found[0].data)
                 continue
             raise NotAScan(f"entry state '{st.label}' holds a {type(n).__name__} '{n}'; expected only init copies")
         for e in st.edges():
@@ -222,12 +285,12 @@ def analyze_scan(sdfg: dace.SDFG, prologue: bool = False) -> ScanStructure:
 
 
 # ------------------------------------------------------------------------------------------------
-def scan_mismatch(sdfg: dace.SDFG) -> str | None:
-    """Why ``sdfg`` is not a column scan, or None when it is one."""
+def scan_mismatch(sdfg: dace.SDFG, copy_tasklets: bool = False) -> str | None:
+    """Why ``sdfg`` is not a column scan, or None when it is one (``copy_tasklets``: as in :func:`analyze_scan`)."""
     if not any(isinstance(b, LoopRegion) for b in sdfg.nodes()):
         return "no top-level LoopRegion"
     try:
-        analyze_scan(sdfg)
+        analyze_scan(sdfg, copy_tasklets=copy_tasklets)
     except NotAScan as e:
         return str(e)
     return None
@@ -250,5 +313,5 @@ def analyze_loop(loop: LoopRegion) -> ScanStructure | None:
 
 
 __all__ = ["CARRY_KINDS", "DIRECTIONS", "BoundaryBranch", "CarrySlot", "NotAScan", "ScanStructure", "SelfCopy",
-           "analyze_loop", "analyze_scan", "is_scan", "loop_range", "ordered_blocks", "scan_mismatch", "used_in_control_flow",
+           "analyze_loop", "analyze_scan", "canonicalize_entry_copies", "entry_copy_tasklet", "is_scan", "loop_range", "ordered_blocks", "scan_mismatch", "used_in_control_flow",
            "value_source"]

@@ -85,12 +85,14 @@ class Column:
     init_symbol: bool = False  # with init_in_map: those tasklets read the int symbol S, and counters also read
     #                            a scalar input ``lim`` a tasklet fills from S (gt4py's int arguments it made symbols)
     via_temporary: bool = False  # per-level outputs into a [N, K] temporary copied into OUT (gt4py's results)
+    compiled: bool = False    # gt4py's compiled program.sdfgz: init copies as tasklets ``_cpy_out = _cpy_in``, the
+    #                           input fields and temporaries named as the scan's connectors (x0, __gtir_scan_output_c0)
 
     def describe(self) -> str:
         head = (f"{'backward' if self.backward else 'forward'} levels [{self.start}, "
                 f"{'K' if self.nlev is None else self.nlev}) {'cell' if self.cell_contiguous else 'K'}-contiguous"
                 f"{' init-in-map' if self.init_in_map else ''}{' init-symbol' if self.symbol_inits else ''}"
-                f"{' via-temporary' if self.via_temporary else ''}")
+                f"{' via-temporary' if self.via_temporary else ''}{' compiled' if self.compiled else ''}")
         return "\n".join([head] + [f"  c{i}: {s}" for i, s in enumerate(self.slots)])
 
     @property
@@ -151,7 +153,7 @@ def columns(draw, max_slots: int = 30) -> Column:
         start = 0
     return Column(slots, backward=draw(st.booleans()), nlev=nlev, start=start,
                   cell_contiguous=draw(st.booleans()), init_in_map=draw(st.booleans()),
-                  init_symbol=draw(st.booleans()), via_temporary=draw(st.booleans()))
+                  init_symbol=draw(st.booleans()), via_temporary=draw(st.booleans()), compiled=draw(st.booleans()))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -277,8 +279,13 @@ class _ColumnBuilder:
 
     # -- slots -------------------------------------------------------------------------------------
     def slot(self, i: int, sl: Slot) -> None:
-        self.entry.add_nedge(self.entry.add_read(f"__gtir_scan_input_c{i}"), self.entry.add_write(f"c{i}"),
-                             dace.Memlet(f"__gtir_scan_input_c{i}[0] -> [0]"))
+        src, dst = self.entry.add_read(f"__gtir_scan_input_c{i}"), self.entry.add_write(f"c{i}")
+        if self.col.compiled:   # the copy as DaCe's code generation lowers it
+            tk = self.entry.add_tasklet(f"copy_c{i}", {"_cpy_in": None}, {"_cpy_out": None}, "_cpy_out = _cpy_in")
+            self.entry.add_edge(src, None, tk, "_cpy_in", dace.Memlet(f"__gtir_scan_input_c{i}[0]"))
+            self.entry.add_edge(tk, "_cpy_out", dst, None, dace.Memlet(f"c{i}[0]"))
+        else:
+            self.entry.add_nedge(src, dst, dace.Memlet(f"__gtir_scan_input_c{i}[0] -> [0]"))
         getattr(self, f"_{sl.kind}")(i, sl)
         if sl.last:
             self.exit.add_nedge(self.exit.add_read(f"c{i}"), self.exit.add_write(f"last_c{i}"),
@@ -389,9 +396,10 @@ def program(col: Column, name: str) -> dace.SDFG:
     sdfg.using_explicit_control_flow = True
     lev = _levels(col)
     strides = (1, N) if col.cell_contiguous else None
+    xname = "x{}" if col.compiled else "X{}"
     for j in range(NX):
         if f"x{j}" in inner.arrays:
-            sdfg.add_array(f"X{j}", [N, lev], dace.float64, strides=strides)
+            sdfg.add_array(xname.format(j), [N, lev], dace.float64, strides=strides)
     st_ = sdfg.add_state("stmt_0", is_start_block=True)
     me, mx = st_.add_map("map_0_fieldop", {CELL: "0:N"})
     ins = {n: None for n, d in inner.arrays.items()
@@ -408,8 +416,8 @@ def program(col: Column, name: str) -> dace.SDFG:
             _symbol_tasklet(sdfg, st_, me, f"kc_{i}", f"__tlet_out = {sl.form % 2 == 0}", dace.bool_, node, f"kc{i}")
     for j in range(NX):
         if f"x{j}" in ins:
-            st_.add_memlet_path(st_.add_read(f"X{j}"), me, node, dst_conn=f"x{j}",
-                                memlet=dace.Memlet(f"X{j}[{CELL}, 0:{lev}]"))
+            st_.add_memlet_path(st_.add_read(xname.format(j)), me, node, dst_conn=f"x{j}",
+                                memlet=dace.Memlet(f"{xname.format(j)}[{CELL}, 0:{lev}]"))
     for i, sl in enumerate(col.slots):
         conn = f"__gtir_scan_input_c{i}"
         dt = DTYPES.get(sl.kind, dace.float64)
@@ -423,7 +431,7 @@ def program(col: Column, name: str) -> dace.SDFG:
             sdfg.add_array(f"INIT{i}", [N], dt)
             st_.add_memlet_path(st_.add_read(f"INIT{i}"), me, node, dst_conn=conn, memlet=dace.Memlet(f"INIT{i}[{CELL}]"))
         if sl.out:
-            res = f"T{i}" if col.via_temporary else f"OUT{i}"
+            res = (f"__gtir_scan_output_c{i}" if col.compiled else f"T{i}") if col.via_temporary else f"OUT{i}"
             if col.via_temporary:   # gt4py's form: a temporary, its written levels copied out (other layout)
                 sdfg.add_array(res, [N, lev], dace.float64, transient=True, strides=strides)
                 sdfg.add_array(f"OUT{i}", [N, lev], dace.float64, strides=None if col.cell_contiguous else (1, N))
@@ -469,7 +477,7 @@ def arguments(col: Column, sdfg: dace.SDFG, ncells: int, nlev: int, seed: int) -
             continue
         shape = (ncells, nlev) if len(desc.shape) == 2 else (ncells,)
         dt = desc.dtype.as_numpy_dtype()
-        if name.startswith("X"):
+        if name.startswith(("X", "x")):
             v = rng.uniform(0.5, 1.5, shape)
         elif name.startswith("INIT"):
             v = rng.uniform(0.5, 1.5, shape) if dt == np.float64 else rng.integers(-3, 4, shape)

@@ -28,20 +28,25 @@ N, K = dace.symbol("N"), dace.symbol("K")
 
 
 def column_sdfg(*, stride=1, inverted=False, two_loops=False, entry_tasklet=False, cond_edge=False,
-                unconnected=False, backward=False) -> dace.SDFG:
+                unconnected=False, backward=False, init_tasklet=None, init_dtype=dace.float64) -> dace.SDFG:
     """``out[k] = c = c + x[k]`` for one column, written like gt4py's scan nested SDFG."""
     s = dace.SDFG("column")
     s.using_explicit_control_flow = True
     s.add_symbol("K", dace.int32)
     s.add_array("x", [K], dace.float64)
     s.add_array("out", [K], dace.float64)
-    s.add_scalar("init", dace.float64)
+    s.add_scalar("init", init_dtype)
     s.add_scalar("c", dace.float64, transient=True)
     s.add_scalar("t", dace.float64, transient=True)
     if unconnected:
         s.add_array("extra", [K], dace.float64)
     entry = s.add_state("entry", is_start_block=True)
-    entry.add_nedge(entry.add_read("init"), entry.add_write("c"), dace.Memlet("init[0]"))
+    if init_tasklet is None:
+        entry.add_nedge(entry.add_read("init"), entry.add_write("c"), dace.Memlet("init[0]"))
+    else:  # the init copy as the tasklet DaCe's code generation lowers it to (gt4py's compiled program.sdfgz)
+        tk = entry.add_tasklet("copy_init", {"_cpy_in": None}, {"_cpy_out": None}, init_tasklet)
+        entry.add_edge(entry.add_read("init"), None, tk, "_cpy_in", dace.Memlet("init[0]"))
+        entry.add_edge(tk, "_cpy_out", entry.add_write("c"), None, dace.Memlet("c[0]"))
     if entry_tasklet:
         tk = entry.add_tasklet("work", {"a": None}, {"b": None}, "b = a * 2")
         entry.add_edge(entry.add_read("x"), None, tk, "a", dace.Memlet("x[0]"))
@@ -97,22 +102,38 @@ def lift(sdfg: dace.SDFG) -> int:
     return sdfg.apply_transformations_repeated(LiftScans)
 
 
-def test_lift_api_program_bitwise():
-    sdfg = program()
+def _lifted_and_run(name: str, ncols: int, nlev: int, seed: int, **kw):
+    """``program(**kw)`` lifted (one Scan) and validated; both run on the same random inputs:
+    ``(scan node, x, init, original's OUT, lifted's OUT)``."""
+    sdfg = program(**kw)
     ref = copy.deepcopy(sdfg)
     assert lift(sdfg) == 1
     sdfg.validate()
     (node,) = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, Scan)]
+    rng = np.random.default_rng(seed)
+    x, init = rng.random((ncols, nlev)), rng.random(ncols)
+    a, b = np.zeros((ncols, nlev)), np.zeros((ncols, nlev))
+    ref.name, sdfg.name = f"{name}_ref", f"{name}_lifted"
+    ref(X=x, OUT=a, INIT=init, N=ncols, K=nlev)
+    sdfg(X=x, OUT=b, INIT=init, N=ncols, K=nlev)
+    return node, x, init, a, b
+
+
+def test_lift_api_program_bitwise():
+    node, x, init, a, b = _lifted_and_run("lift_prog", 7, 65, 0)
     assert (node.columns, node.direction, node.loop_variable, str(node.start), str(node.stop)) == (
         "single", "forward", "k", "0", "K")
-    rng = np.random.default_rng(0)
-    x, init = rng.random((7, 65)), rng.random(7)
-    a, b = np.zeros((7, 65)), np.zeros((7, 65))
-    ref.name, sdfg.name = "lift_prog_ref", "lift_prog_lifted"
-    ref(X=x, OUT=a, INIT=init, N=7, K=65)
-    sdfg(X=x, OUT=b, INIT=init, N=7, K=65)
     assert np.array_equal(a, b)
     assert np.array_equal(b, init[:, None] + np.cumsum(x, axis=1)) or np.allclose(b, init[:, None] + np.cumsum(x, 1))
+
+
+def test_init_copy_written_as_a_tasklet_is_lifted_bitwise():
+    """gt4py's compiled program holds a scan's init copies as tasklets ``_cpy_out = _cpy_in``: LiftScans
+    accepts them, rewrites them into access-node copies, and the lifted program is bitwise the original."""
+    node, _, _, a, b = _lifted_and_run("lift_cpy", 5, 9, 1, init_tasklet="_cpy_out = _cpy_in")
+    assert not any(isinstance(n, dace.nodes.Tasklet) for n in node.body.start_block.nodes())
+    assert analyze_scan(node.body).carries["c"].init == "init"
+    assert np.array_equal(a, b)
 
 
 @pytest.mark.parametrize("breaks", [
@@ -123,6 +144,8 @@ def test_lift_api_program_bitwise():
     pytest.param(dict(entry_tasklet=True), id="entry_computes"),
     pytest.param(dict(cond_edge=True), id="conditional_entry_edge"),
     pytest.param(dict(unconnected=True), id="unconnected_container"),
+    pytest.param(dict(init_tasklet="_cpy_out = _cpy_in * 2"), id="init_tasklet_computes"),
+    pytest.param(dict(init_tasklet="_cpy_out = _cpy_in", init_dtype=dace.float32), id="init_tasklet_converts"),
 ])
 def test_does_not_apply(breaks):
     sdfg = program(**breaks)

@@ -37,6 +37,12 @@ CASES = {
     "inits_and_scalar_input_read_a_symbol_cell_contiguous": Column(
         (Slot("counter", last=True), Slot("flag"), Slot("recurrent", update="if_else", cond="flag", flag_slot=1)),
         backward=True, cell_contiguous=True, init_in_map=True, init_symbol=True),
+    # gt4py's compiled program (icon4py's muphys_run, program.sdfgz): LiftScans refused init copies written as
+    # tasklets, and once it took them, the blocked tasklet declared a connector named as the container it
+    # reads (``double* x0 = &x0[0];``, the local shadowing the array: a crash)
+    "compiled_program_copies_and_names": Column(
+        (Slot("recurrent", update="if_copy", cond="data", last=True, ins=(0, 1, 0)),), cell_contiguous=True,
+        via_temporary=True, compiled=True),
 }
 
 
@@ -89,3 +95,34 @@ def test_every_eligible_expansion_of_a_lifted_scan_reading_a_symbol(name):
                 for k, v in want.items():
                     if isinstance(v, np.ndarray):
                         assert np.array_equal(gs._bytes(v), gs._bytes(got[k])), (impl, k, nlev, s_value)
+
+
+@pytest.mark.parametrize("impl", ["blocked", "blocked_simd_exact"])
+def test_blocked_kernels_of_a_compiled_gt4py_program(impl):
+    """The blocked kernels on gt4py's compiled form (init copies as tasklets, the fields and the temporary
+    named as the scan's connectors): lifted, connectors renamed where they would shadow a container of the
+    program (the crash on icon4py's muphys_run), bitwise the original built IEEE-strict."""
+    import copy
+
+    import numpy as np
+
+    from sdfg_scan.nodes.scan import Scan
+
+    col = CASES["compiled_program_copies_and_names"]
+    original = gs.program(col, f"cpd_{impl}")
+    optimized = copy.deepcopy(original)
+    optimized.name = original.name + "_opt"
+    report = gs.sdfg_scan.optimize(optimized, target="cpu", reproducibility="exact")
+    assert report.applied["LiftScans"] == 1 and report.applied["LiftCellMap"] == 1, report.table()
+    (node, _), = [(n, s) for n, s in optimized.all_nodes_recursive() if isinstance(n, Scan)]
+    assert {"x0", "x1", "__gtir_scan_output_c0"} <= set(node.in_connectors) | set(node.out_connectors)
+    node.implementation = impl
+    base, new = gs.compile_exact(original), gs.compile_exact(optimized)
+    for nlev in (1, 2, 7):
+        kw = gs.arguments(col, original, gs.NCELLS, nlev, nlev)
+        want, got = gs._fresh(kw), gs._fresh(kw)
+        base(**want)
+        new(**got)
+        for k, v in want.items():
+            if isinstance(v, np.ndarray):
+                assert np.array_equal(gs._bytes(v), gs._bytes(got[k])), (impl, k, nlev)

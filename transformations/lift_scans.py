@@ -9,7 +9,7 @@ from dace.sdfg import utils as sdutil
 from dace.transformation import transformation as xf
 
 from sdfg_scan.nodes.scan import Scan
-from sdfg_scan.scan_structure import scan_mismatch
+from sdfg_scan.scan_structure import canonicalize_entry_copies, scan_mismatch
 
 
 @properties.make_properties
@@ -33,7 +33,9 @@ class LiftScans(xf.SingleStateTransformation):
     Legality checks (``can_be_applied``):
 
     - ``_in_map``: the nested SDFG is inside a map (each map iteration is one column);
-    - ``scan_mismatch``: its SDFG has the column-scan structure;
+    - ``scan_mismatch``: its SDFG has the column-scan structure; init copies written as tasklets
+      ``out = in`` (how gt4py's compiled program holds them) count as copies, and ``apply`` rewrites
+      them into access-node copies first (``canonicalize_entry_copies``);
     - ``_connectors_match``: its non-transient containers are exactly its connectors.
     """
 
@@ -47,12 +49,13 @@ class LiftScans(xf.SingleStateTransformation):
         node = self.nsdfg
         if not _in_map(graph, node):
             return False
-        if node.sdfg is None or scan_mismatch(node.sdfg) is not None:
+        if node.sdfg is None or scan_mismatch(node.sdfg, copy_tasklets=True) is not None:
             return False
         return _connectors_match(node)
 
     def apply(self, graph: dace.SDFGState, sdfg: dace.SDFG):
         old = self.nsdfg
+        canonicalize_entry_copies(old.sdfg)
         new = Scan.from_nested_sdfg(old)
         graph.add_node(new)
         sdutil.change_edge_dest(graph, old, new)

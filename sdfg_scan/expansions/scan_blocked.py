@@ -681,7 +681,33 @@ static inline long long sdfg_scan_block_size(long long n, long long cap, long lo
 """The block size of a blocked kernel at run time (any block size gives the same values: cells are independent)."""
 
 
+def _unshadowed(node, state) -> None:
+    """Rename the connectors of ``node`` that are also names of the enclosing SDFG (a container, a symbol,
+    a constant, an enclosing map's parameter). A C++ tasklet declares each connector as a local
+    (``double* c = &c[0];`` when connector and container share a name, as in gt4py's compiled programs): the
+    local would shadow the name it is initialised from."""
+    sdfg = state.sdfg
+    taken = set(sdfg.arrays) | set(sdfg.symbols) | set(sdfg.constants)
+    scope = state.entry_node(node)
+    while scope is not None:
+        taken |= {str(p) for p in getattr(getattr(scope, "map", None), "params", ())}
+        scope = state.entry_node(scope)
+    clash = sorted(c for c in set(node.in_connectors) | set(node.out_connectors) if c in taken)
+    if not clash:
+        return
+    used = taken | set(node.in_connectors) | set(node.out_connectors) | set(node.body.arrays) | set(node.body.symbols)
+    names = {}
+    for c in clash:
+        k = 0
+        while f"{c}_c{k}" in used:
+            k += 1
+        names[c] = f"{c}_c{k}"
+        used.add(names[c])
+    node.rename_connectors(state, names)
+
+
 def _tasklet(node, state, if_convert: bool, kcached: bool = False, exact_math: bool = False) -> dace.nodes.Tasklet:
+    _unshadowed(node, state)
     node.validate(state.sdfg, state)
     why = check(node, state, kcached)
     if why is not None:

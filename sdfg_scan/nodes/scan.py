@@ -214,6 +214,30 @@ class Scan(ColumnNode):
         self.loop_variable, self.direction = s.variable, s.direction
         self.start, self.stop = symbolic.simplify(s.start), symbolic.simplify(s.stop)
 
+    def rename_connectors(self, state: dace.SDFGState, names: dict[str, str]) -> None:
+        """Rename connectors ``old -> new``: the body's containers, the node's connectors, its edges in
+        ``state`` and ``cell_subsets`` (the values stay those of the enclosing SDFG)."""
+        if not names:
+            return
+        self.body.replace_dict(dict(names))
+        for old, new in names.items():
+            if old in self.in_connectors:
+                self.add_in_connector(new, self.in_connectors[old])
+            if old in self.out_connectors:
+                self.add_out_connector(new, self.out_connectors[old])
+        for e in state.in_edges(self):
+            if e.dst_conn in names:
+                e.dst_conn = names[e.dst_conn]
+        for e in state.out_edges(self):
+            if e.src_conn in names:
+                e.src_conn = names[e.src_conn]
+        for old in names:
+            if old in self.in_connectors:
+                self.remove_in_connector(old)
+            if old in self.out_connectors:
+                self.remove_out_connector(old)
+        self.cell_subsets = {names.get(k, k): v for k, v in self.cell_subsets.items()}
+
     def describe(self) -> str:
         axis = f", axis={self.axis}" if self.columns == "map" else ""
         cells = f", cells {', '.join(self.cell_params)}" if self.columns == "cells" else ""
