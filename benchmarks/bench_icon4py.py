@@ -28,7 +28,10 @@ Usage: ``python benchmarks/bench_icon4py.py [--ncells 20480] [--nlev 65] [--samp
 each call outside the timing; ``loop`` the same, each variant alone in a process of its own (a model's time
 loop: one program, its fields allocated once; stop 48); ``fresh`` (the default) on new copies every call.
 ``--only graupel_decisions`` compares the branch decisions ``graupel_run_dyn`` stores (its ``bool`` arrays, made
-outputs) between the ``exact`` and ``replay`` builds.
+outputs) between the ``exact`` and ``replay`` builds. ``--graupel-sdfg FILE`` puts another program with
+graupel's arguments in ``graupel_run_dyn``'s place, e.g. icon4py's ``muphys_run`` (saturation adjustment, the
+graupel scan, saturation adjustment) as gt4py built it: the stock variant's ``program.sdfgz`` in gt4py's build
+cache (``GRAUPEL_PROGRAM=muphys_run GRAUPEL_VARIANTS=stock samples/graupel_gt4py.py`` with a persistent cache).
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ from common import compiled_call  # noqa: E402
 
 import sdfg_scan  # noqa: E402
 
+GRAUPEL_LABEL = "graupel_run_dyn"
+"""The name the graupel_run_dyn rows print (``--graupel-sdfg``: that file's)."""
 # the buffers icon4py's graupel driver aliases (and fx.inputs aliases): outputs written in place
 GRAUPEL_INPLACE = {**{f"q_out_{i}": f"q_in_{i}" for i in range(2, 6)}, "t_out": "te"}
 
@@ -472,7 +477,7 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int, profile_seconds: 
     same("gt4py IEEE-strict", "blocked_simd_exact + vectorize_maps (exact)")
     same("gt4py IEEE-strict", "auto, per-call transients (exact)")
     same("auto (replay)", "auto, per-call transients (replay)")
-    rows = [f"graupel_run_dyn {ncells}x{nlev}: {100 * wet:.0f}% of the (cell, level) points hold precipitation; "
+    rows = [f"{GRAUPEL_LABEL} {ncells}x{nlev}: {100 * wet:.0f}% of the (cell, level) points hold precipitation; "
             "every exact row (auto = optimize(reproducibility='exact'): blocked, the pointwise maps whose math "
             "calls are staged in their exact vectorised form (since stop 46; here all of them); exact, maps "
             "vectorised: vectorize_maps=True, every map; exact, maps scalar: vectorize_maps=False, gt4py's scalar "
@@ -612,12 +617,23 @@ def main(argv=None) -> int:
                          "buffers every call, the inputs copied back in before each, outside the timing), 'loop' "
                          "(as same, each variant alone in a process of its own: a model's time loop; with its "
                          "minor page faults per call), or several, comma-separated (one table each, same builds)")
+    ap.add_argument("--graupel-sdfg", default="",
+                    help="graupel_run_dyn rows: time this SDFG file instead of the graupel_run_dyn fixture: another "
+                         "program with graupel's arguments, e.g. icon4py's muphys_run as gt4py built it "
+                         "(program.sdfgz in gt4py's build cache, stock variant)")
     a = ap.parse_args(argv)
+    if a.graupel_sdfg:
+        if not Path(a.graupel_sdfg).is_file():
+            ap.error(f"--graupel-sdfg: no SDFG file {a.graupel_sdfg}")
+        fx.override("graupel_run_dyn.opt_nohooks", a.graupel_sdfg)
+        global GRAUPEL_LABEL
+        GRAUPEL_LABEL = Path(a.graupel_sdfg).name if Path(a.graupel_sdfg).stem != "program" \
+            else Path(a.graupel_sdfg).parent.name
     buffers = tuple(b.strip() for b in a.buffers.split(",") if b.strip())
     if not buffers or any(b not in BUFFERS for b in buffers):
         ap.error(f"--buffers: comma-separated parts of {BUFFERS}, got {a.buffers!r}")
     only_rows = [r.strip() for r in a.graupel_rows.split(",") if r.strip()] or None
-    if not fx.available():
+    if not fx.available() and not (a.graupel_sdfg and a.only in ("graupel_blocked", "graupel_decisions")):
         print(fx.SKIP_REASON)
         return 0
     if a.only == "graupel_static":

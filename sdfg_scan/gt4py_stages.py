@@ -14,7 +14,7 @@ from sdfg_scan import __version__
 EXACT_ENV = "sdfg_scan.expansions.environments.ExactArithmetic"
 """The environment whose compile flags make a program IEEE-strict (``reproducibility="exact"``)."""
 
-HOOKS_REVISION = f"{__version__}-28"
+HOOKS_REVISION = f"{__version__}-29"
 """sdfg_scan's version and a revision of what the hooks do. Every stage carries it as a field, so it is part
 of the fingerprint gt4py keys its (persistent) translation cache with: programs an older sdfg_scan
 translated are not served to a newer one. Bump it when lifting, recognition or selection changes (-8: the
@@ -38,7 +38,8 @@ split few cells into blocks of multiples of 64; -25: the exact lane calls' vecto
 where no lane is active; -26: replay's vector calls in an if-converted branch take its lane predicate; -27: branch
 conditions that read a value the program sets with a literal read the literal, ``FoldConstantConditions``; -28:
 ``LiftScans`` takes init copies written as tasklets, a blocked kernel's connectors that share a name with a
-container of the program are renamed)."""
+container of the program are renamed; -29: copies lowered to tasklets are copies again, ``CopyTaskletToCopy``,
+and replay builds compile their arithmetic IEEE-strict, ``REPLAY_ARITHMETIC``)."""
 
 
 @dataclass

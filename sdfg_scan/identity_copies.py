@@ -8,7 +8,10 @@ else-branch of ``if activated:`` that passes a carry or an input through unchang
 
 from __future__ import annotations
 
+import ast
+
 from dace import data as dt
+from dace import dtypes
 from dace.sdfg import SDFG, SDFGState, nodes
 from dace.sdfg.state import ConditionalBlock, LoopRegion
 
@@ -67,6 +70,44 @@ def mutually_exclusive(a: SDFGState, b: SDFGState) -> bool:
     return False
 
 
+def copy_tasklet(sdfg: SDFG, state: SDFGState, node) -> tuple | None:
+    """``(src, dst, in_edge, out_edge)`` when ``node`` is a copy written as a tasklet, else None.
+
+    Such a tasklet is Python ``out = in`` on its only two connectors, with one in-edge straight from an access
+    node and one out-edge straight to an access node of another container, each memlet one element of its
+    own container (no write-conflict resolution), both containers of one dtype: the form DaCe's code
+    generation gives an access-node copy (``_cpy_out = _cpy_in``; gt4py's compiled ``program.sdfgz`` holds
+    every copy of its nested SDFGs so), and exactly the copy ``src -> dst`` of that element.
+    """
+    if not isinstance(node, nodes.Tasklet) or node.language != dtypes.Language.Python:
+        return None
+    ins, outs = state.in_edges(node), state.out_edges(node)
+    if len(ins) != 1 or len(outs) != 1 or len(node.in_connectors) != 1 or len(node.out_connectors) != 1:
+        return None
+    (ie,), (oe,) = ins, outs
+    try:
+        body = ast.parse(node.code.as_string.strip()).body
+    except SyntaxError:
+        return None
+    if not (len(body) == 1 and isinstance(body[0], ast.Assign) and len(body[0].targets) == 1):
+        return None
+    target, value = body[0].targets[0], body[0].value
+    if not (isinstance(target, ast.Name) and isinstance(value, ast.Name)
+            and target.id == oe.src_conn and value.id == ie.dst_conn and target.id != value.id):
+        return None
+    src, dst = ie.src, oe.dst
+    if not (isinstance(src, nodes.AccessNode) and isinstance(dst, nodes.AccessNode) and src.data != dst.data):
+        return None
+    for e, an in ((ie, src), (oe, dst)):
+        m = e.data
+        if m.data != an.data or m.wcr is not None or m.dynamic or m.subset is None or m.other_subset is not None \
+                or m.subset.num_elements() != 1:
+            return None
+    if sdfg.arrays[src.data].dtype != sdfg.arrays[dst.data].dtype:
+        return None
+    return src, dst, ie, oe
+
+
 def identity_copies(nsdfg: nodes.NestedSDFG):
     """Candidate ``(state, edge)``: access-node copy input connector -> output connector inside ``nsdfg``."""
     inner = nsdfg.sdfg
@@ -94,4 +135,4 @@ def identity_copies(nsdfg: nodes.NestedSDFG):
             yield st, e
 
 
-__all__ = ["ancestors", "enclosing_loop", "identity_copies", "mutually_exclusive", "reads", "single_element", "writes"]
+__all__ = ["ancestors", "copy_tasklet", "enclosing_loop", "identity_copies", "mutually_exclusive", "reads", "single_element", "writes"]

@@ -3,7 +3,9 @@
 Stages (each transformation is looked up in ``sdfg_scan.transformations``; one that is not
 available is skipped and named in the report):
 
-0. only with ``inplace={out: in}`` (outputs the caller aliases with inputs): ``ScanOutputsInPlace``;
+0. ``CopyTaskletToCopy``: a copy DaCe's code generation lowered to a tasklet ``_cpy_out = _cpy_in`` (gt4py's
+   compiled ``program.sdfgz``) is an access-node copy again, as the analyses below read copies; then, only
+   with ``inplace={out: in}`` (outputs the caller aliases with inputs): ``ScanOutputsInPlace``;
 1. lift every column scan to a ``Scan`` node (``LiftScans``);
 2. canonicalise **on each ``Scan.body`` after lifting** (``RemoveScanSelfCopies``,
    ``DeadCarryElimination``, ``PeelBoundaryLevels``, repeated on the body, then
@@ -322,6 +324,10 @@ def optimize(sdfg: dace.SDFG, target: str = "cpu", reproducibility: str = "exact
     except ValueError as e:
         raise ValueError(f"sdfg_scan.optimize: inplace {e}") from None
     report = OptimizeReport(target, reproducibility)
+    # copies DaCe's code generation lowered to tasklets (gt4py's compiled program.sdfgz) are copies again
+    restore = _transformation("CopyTaskletToCopy")
+    if restore is not None:
+        report.applied["CopyTaskletToCopy"] = restore.apply_everywhere(sdfg)
     report.scans_before = len(find_scans(sdfg))
     # 0. declared in-place outputs (before lifting: the rewrite spans the scan and the maps around it)
     if inplace:

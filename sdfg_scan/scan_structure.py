@@ -67,8 +67,6 @@ module ``analyze_scan`` and the public wrappers (dataclasses re-exported).
 
 from __future__ import annotations
 
-import ast
-
 import dace
 from dace.sdfg import nodes
 from dace.sdfg.state import (
@@ -79,7 +77,7 @@ from dace.sdfg.state import (
     ReturnBlock,
 )
 
-from sdfg_scan.identity_copies import single_element
+from sdfg_scan.identity_copies import copy_tasklet, single_element
 from sdfg_scan.scan_findings import _classify, _find_branches, _find_self_copies
 from sdfg_scan.scan_flags import constant_flags
 from sdfg_scan.scan_flow import (
@@ -121,35 +119,17 @@ def _init_only(sdfg: dace.SDFG, block) -> bool:
 
 
 def entry_copy_tasklet(sdfg: dace.SDFG, state: dace.SDFGState, node) -> tuple | None:
-    """``(src, dst, in_edge, out_edge)`` when ``node`` is an init copy written as a tasklet, else None.
-
-    Such a tasklet is ``out = in`` (its only connectors, Python) with one in-edge from an access node of
-    an input container and one out-edge to an access node of a transient, both single elements of one
-    dtype: what a copy ``input -> carry`` becomes once DaCe's code generation lowered it to a tasklet
-    (gt4py's compiled ``program.sdfgz`` holds its scans' init copies in this form).
-    """
-    if not isinstance(node, nodes.Tasklet) or node.language != dace.Language.Python:
+    """``(src, dst, in_edge, out_edge)`` when ``node`` is an init copy written as a tasklet, else None: a copy
+    tasklet (:func:`sdfg_scan.identity_copies.copy_tasklet`) from an input container to a single-element
+    transient, what a copy ``input -> carry`` becomes once DaCe's code generation lowered it (gt4py's
+    compiled ``program.sdfgz`` holds its scans' init copies in this form)."""
+    found = copy_tasklet(sdfg, state, node)
+    if found is None:
         return None
-    ins, outs = state.in_edges(node), state.out_edges(node)
-    if len(ins) != 1 or len(outs) != 1 or len(node.in_connectors) != 1 or len(node.out_connectors) != 1:
+    sd, dd = sdfg.arrays[found[0].data], sdfg.arrays[found[1].data]
+    if sd.transient or not dd.transient or not (single_element(sd) and single_element(dd)):
         return None
-    try:
-        tree = ast.parse(_tasklet_code(node))
-    except SyntaxError:
-        return None
-    (ie,), (oe,) = ins, outs
-    if not (len(tree.body) == 1 and isinstance(tree.body[0], ast.Assign) and len(tree.body[0].targets) == 1
-            and isinstance(tree.body[0].targets[0], ast.Name) and isinstance(tree.body[0].value, ast.Name)
-            and tree.body[0].targets[0].id == oe.src_conn and tree.body[0].value.id == ie.dst_conn):
-        return None
-    src, dst = ie.src, oe.dst
-    if not (isinstance(src, nodes.AccessNode) and isinstance(dst, nodes.AccessNode)
-            and ie.data.data == src.data and oe.data.data == dst.data and not ie.data.wcr and not oe.data.wcr):
-        return None
-    sd, dd = sdfg.arrays[src.data], sdfg.arrays[dst.data]
-    if sd.transient or not dd.transient or sd.dtype != dd.dtype or not (single_element(sd) and single_element(dd)):
-        return None
-    return src, dst, ie, oe
+    return found
 
 
 def canonicalize_entry_copies(sdfg: dace.SDFG) -> int:

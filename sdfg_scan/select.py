@@ -133,12 +133,13 @@ def build_flags(sdfg: dace.SDFG) -> BuildFlags:
     out = BuildFlags()
     cuda = _has_cuda_code(sdfg)
     for env in dace.library.get_environments_and_dependencies(set(envs)):
-        host = [f for f in " ".join(_value(env.cmake_compile_flags)).split() if f not in out.host]
+        mine = " ".join(_value(env.cmake_compile_flags)).split()
+        host = [f for f in mine if f not in out.host]
         variable = str(_value(env.cmake_variables).get("CMAKE_CUDA_FLAGS", ""))
         device = [f for f in variable.replace("${CMAKE_CUDA_FLAGS}", "").split() if f not in out.cuda] if cuda else []
         out.host += host
         out.cuda += device
-        if host or device:
+        if mine or device:   # named even where another environment brings the same flags (replay's IEEE ones)
             out.sources[env.__name__] = envs.get(env.full_class_path(), ["a dependency"])
     return out
 

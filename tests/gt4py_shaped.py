@@ -85,7 +85,7 @@ class Column:
     init_symbol: bool = False  # with init_in_map: those tasklets read the int symbol S, and counters also read
     #                            a scalar input ``lim`` a tasklet fills from S (gt4py's int arguments it made symbols)
     via_temporary: bool = False  # per-level outputs into a [N, K] temporary copied into OUT (gt4py's results)
-    compiled: bool = False    # gt4py's compiled program.sdfgz: init copies as tasklets ``_cpy_out = _cpy_in``, the
+    compiled: bool = False    # gt4py's compiled program.sdfgz: init and self-copies as tasklets ``_cpy_out = _cpy_in``, the
     #                           input fields and temporaries named as the scan's connectors (x0, __gtir_scan_output_c0)
 
     def describe(self) -> str:
@@ -178,9 +178,11 @@ def _bounds(col: Column) -> tuple[str, str]:
     return (top, str(col.start)) if col.backward else (str(col.start), top)
 
 
-def if_stmt(name: str, *, cond: str, then_code: str, else_code: str | None, level: bool) -> dace.SDFG:
+def if_stmt(name: str, *, cond: str, then_code: str, else_code: str | None, level: bool,
+            copy_tasklet: bool = False) -> dace.SDFG:
     """gt4py's ``if_stmt_N``: inputs i, a, b (and ``__cond`` unless ``level``), output o;
-    ``if cond: then_code else: else_code`` (``None``: the else branch is the self-copy ``o = i``)."""
+    ``if cond: then_code else: else_code`` (``None``: the else branch is the self-copy ``o = i``, with
+    ``copy_tasklet`` as the tasklet ``_cpy_out = _cpy_in`` DaCe's code generation lowers it to)."""
     s = dace.SDFG(name)
     s.using_explicit_control_flow = True
     if level:
@@ -196,7 +198,11 @@ def if_stmt(name: str, *, cond: str, then_code: str, else_code: str | None, leve
     for code, label in ((then_code, "then"), (else_code, "else")):
         region = ControlFlowRegion(f"{label}_r", sdfg=s)
         bs = region.add_state(f"{label}_s", is_start_block=True)
-        if code is None:
+        if code is None and copy_tasklet:
+            tk = bs.add_tasklet("copy_i_to_o", {"_cpy_in": None}, {"_cpy_out": None}, "_cpy_out = _cpy_in")
+            bs.add_edge(bs.add_read("i"), None, tk, "_cpy_in", dace.Memlet("i[0]"))
+            bs.add_edge(tk, "_cpy_out", bs.add_write("o"), None, dace.Memlet("o[0]"))
+        elif code is None:
             bs.add_nedge(bs.add_read("i"), bs.add_write("o"), dace.Memlet("i[0]"))
         else:
             tk = bs.add_tasklet(label, {"vi": None, "va": None, "vb": None}, {"vo": None}, code)
@@ -306,7 +312,8 @@ class _ColumnBuilder:
         cond = f"kk == {first if sl.cond == 'first' else last}" if level else "__cond"
         then_code = THEN_FORMS[sl.form]
         else_code = None if sl.update == "if_copy" else ELSE_FORMS[sl.form % 2]
-        inner = if_stmt(f"if_stmt_{i}", cond=cond, then_code=then_code, else_code=else_code, level=level)
+        inner = if_stmt(f"if_stmt_{i}", cond=cond, then_code=then_code, else_code=else_code, level=level,
+                        copy_tasklet=self.col.compiled)
         ins = {"i": None, "a": None, "b": None}
         mapping = {}
         if level:

@@ -91,8 +91,23 @@ _BY_DIGEST: dict[str, object] = {}
 _BUILD = Path(os.environ.get("SDFG_SCAN_FIXTURE_BUILDS") or tempfile.mkdtemp(prefix="sdfg_scan_fixtures_"))
 
 
+_OVERRIDES: dict[str, Path] = {}
+
+
+def override(form: str, path: str | Path) -> None:
+    """Serve ``form`` from the SDFG file ``path`` from now on (``bench_icon4py.py --graupel-sdfg``: another
+    program with graupel's arguments, such as icon4py's ``muphys_run`` from gt4py's build cache)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"icon4py_fixtures.override: no SDFG file {path} for '{form}'")
+    _OVERRIDES[form] = path
+    _LOADED.pop(form, None)
+
+
 def available(form: str | None = None) -> bool:
     """Whether the fixtures (or the one of ``form``) are there."""
+    if form in _OVERRIDES:
+        return True
     return FIXTURES.is_dir() and (form is None or _find(form) is not None)
 
 
@@ -106,6 +121,8 @@ def require(form: str | None = None) -> None:
 
 
 def _find(form: str) -> Path | None:
+    if form in _OVERRIDES:
+        return _OVERRIDES[form]
     return find_fixture(form, roots=[FIXTURES])   # X.opt_nohooks is the exporter's X.opt
 
 

@@ -65,7 +65,8 @@ def harness(tmp_path_factory):
     src = tmp_path_factory.mktemp("predicated") / "predicated.cpp"
     text = HARNESS.replace("{vector_math}", scan_blocked.PREDICATED_MATH)
     src.write_text(text)
-    flags = [f for f in scan_blocked.VectorMath.cmake_compile_flags if not f.startswith("-DSDFG_SCAN_LIBM_FINITE")]
+    flags = [f for f in " ".join(scan_blocked.VectorMath.cmake_compile_flags).split()
+             if not f.startswith("-DSDFG_SCAN_LIBM_FINITE")]
     return (*build(src, "predicated", flags, ("-lmvec",)), text)
 
 

@@ -64,6 +64,10 @@ from sdfg_scan.transformations.fold_constant_conditions import FoldConstantCondi
 
 __all__.append("FoldConstantConditions")
 
+from sdfg_scan.transformations.copy_tasklet_to_copy import CopyTaskletToCopy  # noqa: E402,F401
+
+__all__.append("CopyTaskletToCopy")
+
 
 def _apply_without_stack_lineinfo() -> None:
     """Every transformation's ``apply`` runs with DaCe's per-node stack walk off (:mod:`sdfg_scan.lineinfo`):
