@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import ast
 
+from dace import Memlet, dtypes
 from dace import data as dt
-from dace import dtypes
 from dace.sdfg import SDFG, SDFGState, nodes
 from dace.sdfg.state import ConditionalBlock, LoopRegion
 
@@ -108,6 +108,13 @@ def copy_tasklet(sdfg: SDFG, state: SDFGState, node) -> tuple | None:
     return src, dst, ie, oe
 
 
+def replace_copy_tasklet(state: SDFGState, tasklet: nodes.Tasklet, found: tuple) -> None:
+    """Replace ``tasklet`` by the access-node copy it stands for (``found``: what :func:`copy_tasklet` returned)."""
+    src, dst, ie, oe = found
+    state.remove_node(tasklet)
+    state.add_edge(src, None, dst, None, Memlet(data=src.data, subset=ie.data.subset, other_subset=oe.data.subset))
+
+
 def identity_copies(nsdfg: nodes.NestedSDFG):
     """Candidate ``(state, edge)``: access-node copy input connector -> output connector inside ``nsdfg``."""
     inner = nsdfg.sdfg
@@ -135,4 +142,5 @@ def identity_copies(nsdfg: nodes.NestedSDFG):
             yield st, e
 
 
-__all__ = ["ancestors", "copy_tasklet", "enclosing_loop", "identity_copies", "mutually_exclusive", "reads", "single_element", "writes"]
+__all__ = ["ancestors", "copy_tasklet", "enclosing_loop", "identity_copies", "mutually_exclusive", "reads",
+           "replace_copy_tasklet", "single_element", "writes"]

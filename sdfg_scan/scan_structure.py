@@ -77,7 +77,7 @@ from dace.sdfg.state import (
     ReturnBlock,
 )
 
-from sdfg_scan.identity_copies import copy_tasklet, single_element
+from sdfg_scan.identity_copies import copy_tasklet, replace_copy_tasklet, single_element
 from sdfg_scan.scan_findings import _classify, _find_branches, _find_self_copies
 from sdfg_scan.scan_flags import constant_flags
 from sdfg_scan.scan_flow import (
@@ -143,13 +143,9 @@ def canonicalize_entry_copies(sdfg: dace.SDFG) -> int:
             continue
         for n in list(st.nodes()):
             found = entry_copy_tasklet(sdfg, st, n)
-            if found is None:
-                continue
-            src, dst, ie, oe = found
-            st.remove_node(n)
-            st.add_edge(src, None, dst, None, dace.Memlet(data=src.data, subset=ie.data.subset,
-                                                          other_subset=oe.data.subset))
-            done += 1
+            if found is not None:
+                replace_copy_tasklet(st, n, found)
+                done += 1
     return done
 
 

@@ -8,7 +8,7 @@ from dace.sdfg import nodes
 from dace.sdfg import utils as sdutil
 from dace.transformation import transformation as xf
 
-from sdfg_scan.identity_copies import copy_tasklet
+from sdfg_scan.identity_copies import copy_tasklet, replace_copy_tasklet
 
 
 @properties.make_properties
@@ -50,7 +50,7 @@ class CopyTaskletToCopy(xf.SingleStateTransformation):
         if found is None:
             raise ValueError(f"CopyTaskletToCopy: tasklet '{self.tasklet.label}' is not a copy '_cpy_out = _cpy_in' "
                              "of one element between two access nodes (can_be_applied refuses it)")
-        _replace(graph, self.tasklet, found)
+        replace_copy_tasklet(graph, self.tasklet, found)
 
     @staticmethod
     def apply_everywhere(sdfg: dace.SDFG) -> int:
@@ -65,15 +65,9 @@ class CopyTaskletToCopy(xf.SingleStateTransformation):
                 elif isinstance(n, nodes.Tasklet):
                     found = copy_tasklet(sdfg, state, n)
                     if found is not None:
-                        _replace(state, n, found)
+                        replace_copy_tasklet(state, n, found)
                         done += 1
         return done
-
-
-def _replace(state: dace.SDFGState, tasklet: nodes.Tasklet, found: tuple) -> None:
-    src, dst, ie, oe = found
-    state.remove_node(tasklet)
-    state.add_edge(src, None, dst, None, dace.Memlet(data=src.data, subset=ie.data.subset, other_subset=oe.data.subset))
 
 
 __all__ = ["CopyTaskletToCopy"]
