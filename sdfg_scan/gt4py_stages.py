@@ -14,7 +14,7 @@ from sdfg_scan import __version__
 EXACT_ENV = "sdfg_scan.expansions.environments.ExactArithmetic"
 """The environment whose compile flags make a program IEEE-strict (``reproducibility="exact"``)."""
 
-HOOKS_REVISION = f"{__version__}-29"
+HOOKS_REVISION = f"{__version__}-30"
 """sdfg_scan's version and a revision of what the hooks do. Every stage carries it as a field, so it is part
 of the fingerprint gt4py keys its (persistent) translation cache with: programs an older sdfg_scan
 translated are not served to a newer one. Bump it when lifting, recognition or selection changes (-8: the
@@ -39,7 +39,8 @@ where no lane is active; -26: replay's vector calls in an if-converted branch ta
 conditions that read a value the program sets with a literal read the literal, ``FoldConstantConditions``; -28:
 ``LiftScans`` takes init copies written as tasklets, a blocked kernel's connectors that share a name with a
 container of the program are renamed; -29: copies lowered to tasklets are copies again, ``CopyTaskletToCopy``,
-and replay builds compile their arithmetic IEEE-strict, ``REPLAY_ARITHMETIC``)."""
+and replay builds compile their arithmetic IEEE-strict, ``REPLAY_ARITHMETIC``; -30: the program's constants moved
+into the maps before they are vectorised, ``constants_into_maps``)."""
 
 
 @dataclass
@@ -201,6 +202,22 @@ def final_strides(sdfg: dace.SDFG) -> int:
     return sum(bool(sync_body_strides(n, st)) for n, st in sdfg.all_nodes_recursive() if isinstance(n, Scan))
 
 
+def constants_into_maps(sdfg: dace.SDFG) -> int:
+    """gt4py's ``GT4PyMoveTaskletIntoMap`` now rather than in its inner-dataflow stage, which runs only after
+    the last CPU hook: a tasklet without inputs (a constant: ``__tlet_out = 1.625``, icon4py's
+    ``B2 = wpfloat(1.625)`` in ``power(rho * qr, B2)``) that writes a transient scalar read by a top-level map
+    is copied into that map, which then reads its own scalar. Before it the maps read such constants as
+    kernel arguments, so a map vectorised here (``VectorizeCellMap``) computed with values the C++ compiler
+    cannot see, and its staged ``pow`` calls took their exponent per lane (``muphys_run``: 48 of its 52
+    ``pow`` sites; benchmarks/HISTORY.md, "Stop 55"). gt4py applies the same transformation again later;
+    there is then nothing left to move. Returns the number of tasklets moved."""
+    from gt4py.next import utils as gtx_utils
+    from gt4py.next.program_processors.runners.dace import transformations as gtx_transformations
+
+    move = gtx_transformations.GT4PyMoveTaskletIntoMap(uids=gtx_utils.IDGeneratorPool())
+    return sdfg.apply_transformations_once_everywhere(move, validate=False)
+
+
 @dataclass
 class ExpandStage:
     """The last hook (``TopLevelDataFlowPost`` on CPU, ``AfterToGPU`` on GPU): select for the final
@@ -231,6 +248,9 @@ class ExpandStage:
         if self.vectorize_maps and self.target == "cpu":
             from sdfg_scan.transformations.vectorize_cell_map import map_options, vectorize_cell_maps
 
+            # the program's constants inside the maps first (gt4py puts them there only after this hook), so
+            # that the vectorised bodies read literals, not kernel arguments
+            constants_into_maps(sdfg)
             # where the strides are final (the kernels index through them)
             vectorize_cell_maps(sdfg, **map_options(self.reproducibility))
         if self.target == "cpu":   # the strides are final: gt4py's copies walk the unit-stride dimension innermost

@@ -27,7 +27,7 @@ from gt4py.next.program_processors.runners.dace.transformations import GT4PyAuto
 from gt4py.next.program_processors.runners.dace.workflow import backend as gtx_backend  # noqa: E402
 from gt4py.next.program_processors.runners.dace.workflow import factory as gtx_factory  # noqa: E402
 from gt4py_programs import programs as gp  # noqa: E402
-from gt4py_programs.programs import PRECIP_SCALED, PROGRAMS, Cell, K  # noqa: E402
+from gt4py_programs.programs import PRECIP_SCALED, PROGRAMS, RATE_POWER, Cell, K  # noqa: E402
 
 import sdfg_scan.gt4py as sg  # noqa: E402
 from sdfg_scan.expansions.environments import ExactArithmetic  # noqa: E402
@@ -305,6 +305,35 @@ def test_exact_vectorised_maps_through_the_backend_are_bitwise():
                                            **outs, offset_provider={})
     for name, want in zip(PRECIP_SCALED.outputs, PRECIP_SCALED.reference(*ins.values()), strict=True):
         assert _bitwise(outs[name].asnumpy(), want), name
+
+
+@pytest.mark.parametrize("reproducibility", ["exact", "replay"])
+def test_vectorised_maps_read_the_program_constants_as_literals(reproducibility):
+    """icon4py names its constants (``B2 = wpfloat(1.625)``; ``power(rho * qr, B2)``): gt4py lowers each as a
+    tasklet outside the map writing a scalar, and moves it into the map only after the last CPU hook. The hook
+    moves them first (``constants_into_maps``), so the vectorised map reads the two fields only and its
+    ``pow`` has the literal exponent (the staged call of the base alone, not the one taking the exponent per
+    lane). ``exact``: bitwise glibc's ``pow`` per element."""
+    import dace
+
+    hooks = sg.optimization_hooks(gpu=False, reproducibility=reproducibility, vectorize_maps=True)
+    translator = gtx_factory.make_dace_translator(gtx_factory.DaCeConfig(unstructured_horizontal_has_unit_stride=True),
+                                                  auto_optimize_args={"optimization_hooks": hooks})
+    sdfg = translator.generate_sdfg(RATE_POWER.program.gtir, {}, K)
+    (loop,) = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet) and
+               n.label.endswith("_vectorized")]
+    assert sorted(loop.in_connectors) == ["_r_qr", "_r_rho"], sorted(loop.in_connectors)
+    code = loop.code_global.as_string
+    assert "1.625" in code and "_sdfg_scan_pw_exact(" not in code, "the exponent is not a literal in the loop"
+    if reproducibility == "exact":
+        be = sg.make_backend(gpu=False, reproducibility="exact", vectorize_maps=True,
+                             unstructured_horizontal_has_unit_stride=True)
+        ins = {k: np.asfortranarray(v) for k, v in RATE_POWER.make_inputs(np.random.default_rng(17), 300, 5).items()}
+        out = gtx.as_field([Cell, K], np.full((300, 5), np.nan, order="F"), allocator=np)
+        RATE_POWER.program.with_backend(be)(**{k: gtx.as_field([Cell, K], v, allocator=np) for k, v in ins.items()},
+                                            rate=out, offset_provider={})
+        (want,) = RATE_POWER.reference(*ins.values())
+        assert _bitwise(out.asnumpy(), want)
 
 
 def test_declared_inplace_pairs_write_results_through_and_stay_bitwise_when_aliased():

@@ -3,19 +3,21 @@
 Each entry of :data:`PROGRAMS` is a :class:`Case`: the gt4py program, the names of its input and output
 fields (all ``Field[[Cell, K], float64]``) and a NumPy function that computes the outputs from the
 inputs with the same operations in the same order (so an IEEE-strict build matches it bit for bit).
-Only ``+ - * /`` and comparisons are used: no libm calls whose last bit could differ from NumPy's.
+Only ``+ - * /`` and comparisons are used in :data:`PROGRAMS`: no libm calls whose last bit could differ from
+NumPy's (``RATE_POWER``'s reference calls glibc's ``pow`` through ``math.pow``).
 
 Imported only where gt4py is installed (the gt4py venv, Python >= 3.12).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import gt4py.next as gtx
 import numpy as np
-from gt4py.next import astype, broadcast, exp
+from gt4py.next import astype, broadcast, exp, float64, power, where
 from gt4py.next.experimental import concat_where
 
 Cell = gtx.Dimension("Cell")
@@ -481,6 +483,28 @@ def level_weighted_ref(x, w):
     return out
 
 
+# --- pointwise: a conversion rate with named constants (icon4py's muphys transitions) -------------------
+@gtx.field_operator
+def _rate_power(qr: CK, rho: CK) -> CK:
+    A2 = float64(1.24e-3)   # a coefficient and an exponent named as icon4py names them (B2 = wpfloat(1.625)):
+    B2 = float64(1.625)     # gt4py lowers each as a tasklet outside the map that writes a scalar
+    return where(qr > float64(1.0e-4), A2 * power(rho * qr, B2), float64(0.0))
+
+
+@gtx.program
+def rate_power(qr: CK, rho: CK, rate: CK):
+    _rate_power(qr, rho, out=rate)
+
+
+def rate_power_ref(qr, rho):
+    """``math.pow`` per element (glibc's ``pow``, what the program calls), not NumPy's vectorised power."""
+    out = np.zeros_like(qr)
+    for i, j in np.ndindex(qr.shape):
+        if qr[i, j] > 1.0e-4:
+            out[i, j] = 1.24e-3 * math.pow(rho[i, j] * qr[i, j], 1.625)
+    return (out,)
+
+
 @dataclass(frozen=True)
 class Case:
     program: object
@@ -514,6 +538,9 @@ PROGRAMS: dict[str, Case] = {
                           lambda rng, n, nk: {"p": rng.uniform(-1, 1, (n, nk)), "r": rng.uniform(0, 1, (n, nk)),
                                               "s": rng.uniform(-1, 1, (n, nk))}),
 }
-# compiled with the unit-horizontal-stride backend only (one layout), outside the PROGRAMS matrix
+# compiled with the unit-horizontal-stride backend only (one layout), outside the PROGRAMS matrix (RATE_POWER
+# calls pow: its reference is glibc's pow per element)
+RATE_POWER = Case(rate_power, ("qr", "rho"), ("rate",), rate_power_ref,
+                  lambda rng, n, nk: {"qr": rng.uniform(0, 2e-4, (n, nk)), "rho": rng.uniform(0.5, 1.3, (n, nk))})
 PRECIP_SCALED = Case(precip_scaled, ("qr", "qs", "rho", "dz"), ("qr_out", "qs_out", "flux"), precip_scaled_ref,
                      _precip_inputs)
