@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import icon4py_fixtures as fx  # noqa: E402
 import tridiagonal_pairs as tp  # noqa: E402
-from common import compiled_call  # noqa: E402
+from common import PROBE_PARTS, bandwidth_probe, compiled_call  # noqa: E402
 
 import sdfg_scan  # noqa: E402
 
@@ -148,7 +148,29 @@ def bench_dycore_pair(size: tuple[int, int], samples: int, repeat: int) -> list[
         rows.append(f"{'dycore pair':16} {ncells}x{nlev:<6} {k:18} min {t.min():.3e} med {np.median(t):.3e} "
                     f"max {t.max():.3e}  speed-up of ours (min/med/max) {t.min() / ours_t.min():6.2f} "
                     f"{np.median(t) / np.median(ours_t):6.2f} {t.max() / ours_t.max():6.2f}")
-    return rows
+    return rows + _pair_bandwidth_rows(ours, kw, ours_t.min(), min(times["two programs"]))
+
+
+def _pair_bandwidth_rows(sdfg, kw: dict, ours_s: float, two_s: float) -> list[str]:
+    """How close the fused solve is to the machine's memory bandwidth: the bytes it must move at least (every
+    array argument it reads, read once; every one it writes, written once), its rate, the rate of a copy that
+    streams as many bytes (``bandwidth_probe``, two arrays of half of them each), and the rate a 10x over
+    gt4py's two programs would need."""
+    reads, writes = set(), set()
+    for state in sdfg.states():
+        r, w = state.read_and_write_sets()
+        reads |= r
+        writes |= w
+    size = {n: np.asarray(v).nbytes for n, v in kw.items()
+            if n in sdfg.arrays and not sdfg.arrays[n].transient and np.asarray(v).size > 1}
+    read, written = sorted(n for n in reads if n in size), sorted(n for n in writes if n in size)
+    moved = sum(size[n] for n in read) + sum(size[n] for n in written)
+    probe = bandwidth_probe(moved // 2)
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in PROBE_PARTS.items())
+    return [f"dycore pair: TridiagonalSolve moves at least {moved / 1e6:.1f} MB (reads {', '.join(read)}; writes "
+            f"{', '.join(written)}): {moved / ours_s / 1e9:.1f} GB/s at its best call, {moved / ours_s / 1e9 / probe:.2f} "
+            f"of a copy streaming as many bytes, {probe:.1f} GB/s ({parts}); 10x over the two programs needs "
+            f"{10 * moved / two_s / 1e9:.1f} GB/s"]
 
 
 def _graupel_blocked(impl: str | None, reproducibility: str, vectorize_maps: bool | None = False,

@@ -88,3 +88,28 @@ def test_decision_arrays_become_outputs_with_the_declared_strides():
         prog(**kw, **bufs)
     np.testing.assert_array_equal(bufs["mask"], xs > 0.5)
     np.testing.assert_array_equal(kw["y"], (xs > 0.5).astype(float))
+
+
+def test_the_pair_bandwidth_row_counts_the_arrays_moved(monkeypatch):
+    """The dycore pair's bandwidth line (``_pair_bandwidth_rows``): the bytes of every array argument read once
+    and every one written once (scalars and transients left out, an array both read and written counted
+    twice), its rate at the best call, the probe's and the rate a 10x needs."""
+    n = dace.symbol("n")
+    sdfg = dace.SDFG("bench_pair_bandwidth")
+    for name in ("x", "y", "z"):
+        sdfg.add_array(name, [n], dace.float64)
+    sdfg.add_array("t", [n], dace.float64, transient=True)
+    sdfg.add_scalar("s", dace.float64)
+    st = sdfg.add_state()
+    st.add_mapped_tasklet("sum", {"i": "0:n"}, {"a": dace.Memlet("x[i]"), "b": dace.Memlet("y[i]")}, "c = a + b",
+                          {"c": dace.Memlet("t[i]")}, external_edges=True)
+    t = next(a for a in st.data_nodes() if a.data == "t")
+    st.add_mapped_tasklet("scale", {"i": "0:n"}, {"a": dace.Memlet("t[i]"), "q": dace.Memlet("s[0]")}, "c = a * q",
+                          {"c": dace.Memlet("y[i]")}, external_edges=True, input_nodes={"t": t})
+    kw = {"x": np.zeros(1000), "y": np.zeros(1000), "z": np.zeros(1000), "s": 2.0, "n": 1000}
+    monkeypatch.setattr(b, "bandwidth_probe", lambda nbytes: 40.0)   # GB/s, without compiling the probe
+    (row,) = b._pair_bandwidth_rows(sdfg, kw, ours_s=1e-6, two_s=1e-5)
+    moved = 3 * 8000   # x and y read, y written; z untouched, t transient, s a scalar
+    assert f"moves at least {moved / 1e6:.1f} MB (reads x, y; writes y)" in row, row
+    assert "24.0 GB/s at its best call, 0.60 of a copy streaming as many bytes, 40.0 GB/s" in row, row
+    assert f"10x over the two programs needs {10 * moved / 1e-5 / 1e9:.1f} GB/s" in row, row
