@@ -9,6 +9,10 @@
   ``rename_intermediate_access_nodes``), as ``driver/run_graupel_only.py`` sets them;
 * ``sdfg_scan_exact`` / ``sdfg_scan_replay``: plus ``sdfg_scan.gt4py.optimization_hooks`` instead;
 * ``sdfg_scan_replay_vmaps``: ``replay`` with ``vectorize_maps=True`` (gt4py's pointwise maps vectorised too).
+* ``sdfg_scan_exact_final`` / ``sdfg_scan_replay_final`` (not in the default list): no hooks;
+  ``sdfg_scan.gt4py.make_backend(stage="final")`` with icon4py's backend options (cells unit-stride, the
+  program's metrics): ``sdfg_scan.optimize`` on the SDFG gt4py's auto-optimize leaves, the program gt4py
+  compiles (its own defaults, the maps vectorised); ``_final_inplace`` declares the driver's aliasing too.
 * ``sdfg_scan_exact_inplace`` / ``sdfg_scan_replay_inplace`` (not in the default list): the hooks told the
   driver's aliasing (``inplace={"q_out": "q_in", "t_out": "te"}``), so the scan's results are written
   straight into the outputs.
@@ -130,11 +134,21 @@ def _program(variant: str, ncells: int, nlev: int, program: str = PROGRAM):
         # *_noalias: the caller passes no buffer twice (icon_graupel's granule: tendencies apart from inputs)
         inplace = {"q_out": "q_in", "t_out": "te"} if variant.endswith("_inplace") else None
         repro = variant.removeprefix("sdfg_scan_")
-        for suffix in ("_inplace", "_vmaps", "_noalias"):
+        for suffix in ("_inplace", "_vmaps", "_noalias", "_final"):
             repro = repro.removesuffix(suffix)
-        descriptor["optimization_args"]["optimization_hooks"] = hooks = sg.optimization_hooks(
-            gpu=False, reproducibility=repro, vectorize_maps=variant.endswith("_vmaps"), inplace=inplace,
-            assume_no_alias=variant.endswith("_noalias"))
+        if "_final" in variant:   # optimize on the SDFG gt4py's auto-optimize leaves (make_backend(stage="final"))
+            def final_backend(device, optimization_args=None, use_metrics=True, **_):
+                # icon4py's per-program options (graupel_run's), as its own factory would get them
+                opts = model_options.get_dace_options(program, device=device,
+                                                      optimization_args=dict(optimization_args or {}))
+                return sg.make_backend(gpu=False, reproducibility=repro, stage="final", inplace=inplace,
+                                       unstructured_horizontal_has_unit_stride=True, use_metrics=use_metrics,
+                                       auto_optimize_args=opts.get("optimization_args") or None)
+            descriptor["backend_factory"] = final_backend
+        else:
+            descriptor["optimization_args"]["optimization_hooks"] = hooks = sg.optimization_hooks(
+                gpu=False, reproducibility=repro, vectorize_maps=variant.endswith("_vmaps"), inplace=inplace,
+                assume_no_alias=variant.endswith("_noalias"))
     if program == "muphys_run":   # masking is always on in muphys_run
         prog, constants = muphys.muphys_run, {"dt": 30.0, "qnc": 100.0, "use_aes_graupel": False}
     elif program == "graupel_run":

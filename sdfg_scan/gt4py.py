@@ -56,7 +56,7 @@ import dace
 from sdfg_scan.expansions import REPRODUCIBILITY
 from sdfg_scan.gt4py_stages import EXACT_ENV, ExpandStage, LiftStage, chain_after, without_stages
 
-__all__ = ["EXACT_ENV", "OptimizationHooks", "make_backend", "optimization_hooks"]
+__all__ = ["EXACT_ENV", "STAGES", "OptimizationHooks", "make_backend", "optimization_hooks", "reports_of"]
 
 
 class OptimizationHooks(dict):
@@ -172,11 +172,26 @@ def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
     return hooks
 
 
-def make_backend(gpu: bool = False, reproducibility: str = "exact", inplace: Mapping[str, str] | None = None,
-                 vectorize_maps: bool = False, assume_no_alias: bool = False, **kwargs: Any):
-    """gt4py's DaCe backend (``make_dace_toolchain``) with :func:`optimization_hooks` installed.
+STAGES = ("hooks", "final")
+"""Where :func:`make_backend` runs sdfg_scan: ``"hooks"``, inside ``gt_auto_optimize`` (:func:`optimization_hooks`);
+``"final"``, on the SDFG ``gt_auto_optimize`` leaves (CPU; ``sdfg_scan.gt4py_stages.FinalStage``)."""
 
-    :param inplace, vectorize_maps, assume_no_alias: as :func:`optimization_hooks`'.
+
+def make_backend(gpu: bool = False, reproducibility: str = "exact", inplace: Mapping[str, str] | None = None,
+                 vectorize_maps: bool | None = None, assume_no_alias: bool = False, stage: str = "hooks",
+                 **kwargs: Any):
+    """gt4py's DaCe backend (``make_dace_toolchain``) with sdfg_scan installed.
+
+    :param stage: ``"hooks"`` (default): :func:`optimization_hooks`, inside gt4py's ``gt_auto_optimize`` (what
+        icon4py's own backend factory can take, through its ``optimization_args``). ``"final"`` (CPU only):
+        gt4py's translation runs unchanged (any hooks of ``auto_optimize_args`` included), and
+        ``sdfg_scan.optimize`` then runs on the SDFG it returns, the program gt4py compiles, as on an SDFG
+        exported from gt4py's build cache; every sdfg_scan node is expanded there. On icon4py's
+        ``muphys_run`` that is the program measured at 1.47x (``exact``) and 2.81x (``replay``), where the
+        hooks gave 1.08x to 1.16x (README, "Using sdfg_scan from gt4py").
+    :param vectorize_maps: as :func:`optimization_hooks`' (None: False) for ``stage="hooks"``; as
+        ``sdfg_scan.optimize``'s (None: its default) for ``stage="final"``.
+    :param inplace, assume_no_alias: as :func:`optimization_hooks`'.
     :param kwargs: ``DaCeConfig`` fields (``unstructured_horizontal_has_unit_stride``, ...; ``auto_optimize``
         must stay True: the hooks run inside gt4py's auto-optimize) and ``make_dace_translator`` keywords (``use_metrics``, ``async_sdfg_call``, ...);
         ``auto_optimize_args`` are merged, their ``optimization_hooks`` chained before ours. Any other
@@ -192,7 +207,7 @@ def make_backend(gpu: bool = False, reproducibility: str = "exact", inplace: Map
     cfg_fields = {f.name for f in dataclasses.fields(gtx_factory.DaCeConfig)} - {"gpu"}
     tr_fields = {n for n, p in inspect.signature(gtx_factory.make_dace_translator).parameters.items()
                  if p.kind is inspect.Parameter.KEYWORD_ONLY}
-    own = {"gpu", "reproducibility", "inplace", "vectorize_maps", "assume_no_alias"}
+    own = {"gpu", "reproducibility", "inplace", "vectorize_maps", "assume_no_alias", "stage"}
     for k in kwargs:
         if k not in cfg_fields | tr_fields:
             close = difflib.get_close_matches(k, sorted(cfg_fields | tr_fields | own), n=1)
@@ -204,16 +219,53 @@ def make_backend(gpu: bool = False, reproducibility: str = "exact", inplace: Map
         raise ValueError("sdfg_scan.gt4py.make_backend: auto_optimize=False skips gt4py's gt_auto_optimize, where the "
                          "hooks run: nothing would be lifted and reproducibility='exact' would not pin the strict "
                          "flags; use gt4py's own backend for an unoptimized build")
+    if stage not in STAGES:
+        raise ValueError(f"sdfg_scan.gt4py.make_backend: stage must be one of {STAGES}, got {stage!r}")
+    if stage == "final" and gpu:
+        raise ValueError("sdfg_scan.gt4py.make_backend: stage='final' optimizes the CPU program gt4py compiles; for "
+                         "gpu=True use stage='hooks' (the AfterToGPU hook)")
+    if vectorize_maps is not None and not isinstance(vectorize_maps, bool):
+        raise TypeError(f"sdfg_scan.gt4py.make_backend: vectorize_maps must be True, False or None, got {vectorize_maps!r}")
     cfg_kw = {k: v for k, v in kwargs.items() if k in cfg_fields}
     tr_kw = {k: v for k, v in kwargs.items() if k not in cfg_fields}
     ao_args = dict(tr_kw.pop("auto_optimize_args", None) or {})
     cfg = gtx_factory.DaCeConfig(gpu=gpu, **cfg_kw)
-    ao_args["optimization_hooks"] = optimization_hooks(gpu, reproducibility, ao_args.get("optimization_hooks"),
-                                                       cfg.unstructured_horizontal_has_unit_stride,
-                                                       vectorize_maps=vectorize_maps,
-                                                       assume_no_alias=assume_no_alias, inplace=inplace)
+    # the checks of optimization_hooks (reproducibility, inplace, assume_no_alias) for both stages
+    hooks = optimization_hooks(gpu, reproducibility, ao_args.get("optimization_hooks"),
+                               cfg.unstructured_horizontal_has_unit_stride, vectorize_maps=bool(vectorize_maps),
+                               assume_no_alias=assume_no_alias, inplace=inplace)
     postfix = (f"_sdfg_scan_{reproducibility}" + ("_inplace" if inplace else "") + ("_vmaps" if vectorize_maps else "")
                + ("_noalias" if assume_no_alias else ""))
+    if stage == "hooks":
+        ao_args["optimization_hooks"] = hooks
+        return gtx_backend.make_dace_toolchain(
+            cfg, name_postfix=postfix,
+            translation=functools.partial(gtx_factory.make_dace_translator, auto_optimize_args=ao_args, **tr_kw))
+    from sdfg_scan.gt4py_stages import FinalStage
+    from sdfg_scan.gt4py_translator import make_final_stage_translator
+
+    theirs = {k: v for k, v in ((k, without_stages(v)) for k, v in (ao_args.get("optimization_hooks") or {}).items())
+              if v is not None}   # an earlier optimization_hooks mapping given there: not run inside as well
+    if "optimization_hooks" in ao_args:
+        ao_args["optimization_hooks"] = theirs
+    final = FinalStage(reproducibility, hooks.reports, vectorize_maps=vectorize_maps,
+                       assume_no_alias=assume_no_alias, inplace=None if inplace is None else dict(inplace))
+    postfix += "_final" + ("_scalar_maps" if vectorize_maps is False else "")
     return gtx_backend.make_dace_toolchain(
         cfg, name_postfix=postfix,
-        translation=functools.partial(gtx_factory.make_dace_translator, auto_optimize_args=ao_args, **tr_kw))
+        translation=functools.partial(make_final_stage_translator, final_stage=final, auto_optimize_args=ao_args,
+                                      **tr_kw))
+
+
+def reports_of(backend: Any) -> list:
+    """The ``OptimizeReport`` of every program ``backend`` (:func:`make_backend`, either stage) translated in
+    this process, oldest first (``GT4PY_BUILD_JOBS_MODE=serial`` or ``thread`` to translate in this process)."""
+    step = getattr(getattr(getattr(backend, "executor", None), "translation", None), "step", None)
+    final = getattr(step, "final_stage", None)
+    if final is not None:
+        return final.reports
+    hooks = (getattr(step, "auto_optimize_args", None) or {}).get("optimization_hooks")
+    if isinstance(hooks, OptimizationHooks):
+        return hooks.reports
+    raise TypeError(f"sdfg_scan.gt4py.reports_of: {getattr(backend, 'name', type(backend).__name__)!r} is not a "
+                    "backend of sdfg_scan.gt4py.make_backend")

@@ -14,7 +14,7 @@ from sdfg_scan import __version__
 EXACT_ENV = "sdfg_scan.expansions.environments.ExactArithmetic"
 """The environment whose compile flags make a program IEEE-strict (``reproducibility="exact"``)."""
 
-HOOKS_REVISION = f"{__version__}-30"
+HOOKS_REVISION = f"{__version__}-31"
 """sdfg_scan's version and a revision of what the hooks do. Every stage carries it as a field, so it is part
 of the fingerprint gt4py keys its (persistent) translation cache with: programs an older sdfg_scan
 translated are not served to a newer one. Bump it when lifting, recognition or selection changes (-8: the
@@ -40,7 +40,8 @@ conditions that read a value the program sets with a literal read the literal, `
 ``LiftScans`` takes init copies written as tasklets, a blocked kernel's connectors that share a name with a
 container of the program are renamed; -29: copies lowered to tasklets are copies again, ``CopyTaskletToCopy``,
 and replay builds compile their arithmetic IEEE-strict, ``REPLAY_ARITHMETIC``; -30: the program's constants moved
-into the maps before they are vectorised, ``constants_into_maps``)."""
+into the maps before they are vectorised, ``constants_into_maps``; -31: ``make_backend(stage="final")``,
+``FinalStage``)."""
 
 
 @dataclass
@@ -260,14 +261,54 @@ class ExpandStage:
         choices = select_expansions(sdfg, target=self.target, reproducibility=self.reproducibility)
         pin_flags(sdfg, self.reproducibility)   # exact: before build_flags, so that the report says what the build gets
         _record(self.reports, sdfg.name, choices, build_flags(sdfg))
-        for _ in range(8):  # an expansion may hold further sdfg_scan nodes
-            found = _library_nodes(sdfg)
-            if not found:
-                break
-            for node, state in found:
-                node.expand(state)
+        expand_all(sdfg)
         if self.reproducibility == "exact":
             pin_flags(sdfg, "exact")   # the whole program compiles IEEE-strict
+
+
+def expand_all(sdfg: dace.SDFG) -> None:
+    """Expand every sdfg_scan node of ``sdfg`` to its chosen implementation: what gt4py compiles is then plain
+    DaCe (``set_fast_implementations`` cannot reset a choice, and a build process need not import sdfg_scan to
+    read the SDFG)."""
+    for _ in range(8):  # an expansion may hold further sdfg_scan nodes
+        found = _library_nodes(sdfg)
+        if not found:
+            break
+        for node, state in found:
+            node.expand(state)
+
+
+@dataclass
+class FinalStage:
+    """``make_backend(stage="final")``: ``sdfg_scan.optimize`` on the SDFG gt4py's translation step returns,
+    after the whole of ``gt_auto_optimize`` (its inner-dataflow stage, strides and map configuration
+    included): the program gt4py would compile, which is also what gt4py's build cache holds
+    (``program.sdfgz``) and what ``optimize`` is measured on in ``benchmarks/bench_icon4py.py``. Then every
+    sdfg_scan node is expanded (:func:`expand_all`). CPU only."""
+
+    reproducibility: str
+    reports: list = field(default_factory=list)
+    vectorize_maps: bool | None = None
+    assume_no_alias: bool = False
+    inplace: dict[str, str] | None = None
+    revision: str = HOOKS_REVISION
+
+    def __call__(self, sdfg: dace.SDFG) -> None:
+        from sdfg_scan import optimize
+
+        pairs = None if self.inplace is None else argument_pairs(sdfg, self.inplace)
+        unordered = unordered_pairs(sdfg, pairs) if pairs else {}
+        if unordered:   # as LiftStage: the declaration cannot be used in this program
+            pairs = None
+        report = optimize(sdfg, target="cpu", reproducibility=self.reproducibility, inplace=pairs,
+                          assume_no_alias=self.assume_no_alias or pairs is not None,
+                          vectorize_maps=self.vectorize_maps)
+        if unordered:
+            report.skipped.append(f"inplace {unordered} (a read of the input is not ordered before a write of its "
+                                  "output: optimized as without inplace)")
+        setattr(report, "sdfg_name", sdfg.name)  # noqa: B010  (which program the report is about)
+        self.reports.append(report)
+        expand_all(sdfg)
 
 
 def _record(reports: list, name: str, choices: list, flags=None) -> None:

@@ -61,6 +61,7 @@ def _backends():
         "stock": (gtx_backend.make_dace_toolchain(gtx_factory.DaCeConfig(), name_postfix="_stock"), None),
         "stock_strict": (strict, STRICT_CXXFLAGS),
         "exact": (sg.make_backend(gpu=False, reproducibility="exact"), None),
+        "exact_final": (sg.make_backend(gpu=False, reproducibility="exact", stage="final"), None),
     }
 
 
@@ -90,10 +91,12 @@ def _bitwise(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and np.array_equal(a.view(np.uint64), b.view(np.uint64))
 
 
+@pytest.mark.parametrize("backend", ["exact", "exact_final"])
 @pytest.mark.parametrize("shape", SHAPES, ids=SHAPE_IDS)
 @pytest.mark.parametrize("program", sorted(PROGRAMS))
-def test_exact_hooks_bitwise_equal_numpy_and_strict_stock(program, shape):
-    got, ref = _run(program, "exact", shape)
+def test_exact_hooks_bitwise_equal_numpy_and_strict_stock(program, shape, backend):
+    """``exact`` through the hooks and through ``stage="final"`` (``optimize`` on the SDFG gt4py compiles)."""
+    got, ref = _run(program, backend, shape)
     strict, _ = _run(program, "stock_strict", shape)
     for name, want in zip(PROGRAMS[program].outputs, ref, strict=True):
         assert _bitwise(got[name], want), f"'{name}' vs NumPy: max abs diff {np.nanmax(np.abs(got[name] - want))}"
@@ -389,6 +392,48 @@ def test_bad_options_are_refused_naming_what_is_wrong():
         sg.make_backend(bind_func_name="f")
     with pytest.raises(ValueError, match="auto_optimize=False skips gt4py's gt_auto_optimize, where the hooks run"):
         sg.make_backend(auto_optimize=False)   # the build would have been neither lifted nor strict
+    with pytest.raises(ValueError, match=r"stage must be one of \('hooks', 'final'\), got 'last'"):
+        sg.make_backend(stage="last")
+    with pytest.raises(ValueError, match="stage='final' optimizes the CPU program gt4py compiles; for gpu=True use"):
+        sg.make_backend(gpu=True, stage="final")
+    with pytest.raises(TypeError, match="vectorize_maps must be True, False or None, got 'yes'"):
+        sg.make_backend(vectorize_maps="yes")
+    with pytest.raises(TypeError, match="is not a backend of sdfg_scan.gt4py.make_backend"):
+        sg.reports_of(BACKENDS["stock"][0])
+
+
+@pytest.mark.parametrize("reproducibility", ["exact", "replay"])
+def test_the_final_stage_optimizes_the_program_gt4py_compiles(reproducibility):
+    """``make_backend(stage="final")``: gt4py's translation runs unchanged (a hook given in ``auto_optimize_args``
+    still runs, once), then ``optimize`` lifts the scan from the SDFG it returns and vectorises the pointwise
+    maps (its default), and every sdfg_scan node is expanded before gt4py compiles; ``reports_of`` gives the
+    report. Under ``exact`` bitwise the reference, under ``replay`` within rtol 1e-12 (no ``pow`` of the program
+    differs here beyond rounding of the vector ``exp``)."""
+    import dace
+
+    calls = []
+    be = sg.make_backend(gpu=False, reproducibility=reproducibility, stage="final",
+                         unstructured_horizontal_has_unit_stride=True,
+                         auto_optimize_args={"optimization_hooks": {Hook.TopLevelDataFlowPost: calls.append}})
+    assert be.name.endswith(f"_sdfg_scan_{reproducibility}_final"), be.name
+    step = be.executor.translation.step
+    sdfg = step.generate_sdfg(PRECIP_SCALED.program.gtir, {}, K)
+    assert len(calls) == 1
+    (report,) = sg.reports_of(be)
+    assert report.scans_lifted == 1 and report.maps_vectorized >= 1, report.table()
+    assert not [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, ColumnNode)], "left unexpanded"
+    assert any(isinstance(n, dace.nodes.Tasklet) and n.label.endswith("_vectorized")
+               for n, _ in sdfg.all_nodes_recursive())
+    n, nk = 7, 9
+    ins = {k: np.asfortranarray(v) for k, v in PRECIP_SCALED.make_inputs(np.random.default_rng(3), n, nk).items()}
+    outs = {k: gtx.as_field([Cell, K], np.full((n, nk), np.nan, order="F"), allocator=np) for k in PRECIP_SCALED.outputs}
+    PRECIP_SCALED.program.with_backend(be)(**{k: gtx.as_field([Cell, K], v, allocator=np) for k, v in ins.items()},
+                                           **outs, offset_provider={})
+    for name, want in zip(PRECIP_SCALED.outputs, PRECIP_SCALED.reference(*ins.values()), strict=True):
+        if reproducibility == "exact":
+            assert _bitwise(outs[name].asnumpy(), want), name
+        else:
+            np.testing.assert_allclose(outs[name].asnumpy(), want, rtol=1e-12, atol=0, err_msg=name)
 
 
 def test_make_backend_passes_every_hook_option_through():
