@@ -90,28 +90,39 @@ class LiftStage:
     inplace: dict[str, str] | None = None
 
     def __call__(self, sdfg: dace.SDFG) -> None:
-        from sdfg_scan import optimize
-
         # gt4py applies its own GPU transformation later (gpu_transform=False); lifting and canonicalising
-        # are target-free, the target-specific choice is made again by ExpandStage where the layout is final
-        # assume_no_alias False: a result is written through into an output only where no other argument
-        # is accessed while or after it is computed (icon4py's graupel driver passes one buffer twice);
-        # declared inplace pairs: those pairs share memory, every other pair of arguments does not
-        pairs = None if self.inplace is None else argument_pairs(sdfg, self.inplace)
-        unordered = unordered_pairs(sdfg, pairs) if pairs else {}
-        if unordered:   # the declaration cannot be used here: optimize as if it had not been made
-            pairs = None
+        # are target-free, the target-specific choice is made again by ExpandStage where the layout is final;
         # vectorize_maps=False: gt4py sets its temporaries' final strides after this hook, and a vectorised map
         # indexes through the strides it was written with (ExpandStage vectorises, where they are final);
         # persistent_transients=False: lifetimes are gt4py's (its transient_memory_mode)
-        report = optimize(sdfg, target=self.target, reproducibility=self.reproducibility, gpu_transform=False,
-                          inplace=pairs, assume_no_alias=self.assume_no_alias or pairs is not None,
-                          vectorize_maps=False, persistent_transients=False)
-        if unordered:
-            report.skipped.append(f"inplace {unordered} (a read of the input is not ordered before a write of its "
-                                  "output: optimized as without inplace)")
-        setattr(report, "sdfg_name", sdfg.name)  # noqa: B010  (which program the report is about)
-        self.reports.append(report)
+        optimize_declared(sdfg, self.reports, self.inplace, self.assume_no_alias, target=self.target,
+                          reproducibility=self.reproducibility, gpu_transform=False, vectorize_maps=False,
+                          persistent_transients=False)
+
+
+def optimize_declared(sdfg: dace.SDFG, reports: list, inplace: dict[str, str] | None, assume_no_alias: bool,
+                      **options) -> None:
+    """``sdfg_scan.optimize(sdfg, **options)`` with the caller's declared ``inplace`` pairs (gt4py parameter
+    names, :func:`argument_pairs`) where this program can use them; its report, named after the program, goes
+    to ``reports`` (:class:`LiftStage` and :class:`FinalStage`).
+
+    ``assume_no_alias`` False: a result is written through into an output only where no other argument is
+    accessed while or after it is computed (icon4py's graupel driver passes one buffer twice); declared pairs:
+    those pairs share memory, every other pair of arguments does not. A program that reads a declared input
+    and writes its output unordered (:func:`unordered_pairs`) is optimized as if nothing had been declared,
+    and its report's ``skipped`` says so."""
+    from sdfg_scan import optimize
+
+    pairs = None if inplace is None else argument_pairs(sdfg, inplace)
+    unordered = unordered_pairs(sdfg, pairs) if pairs else {}
+    if unordered:   # the declaration cannot be used here: optimize as if it had not been made
+        pairs = None
+    report = optimize(sdfg, inplace=pairs, assume_no_alias=assume_no_alias or pairs is not None, **options)
+    if unordered:
+        report.skipped.append(f"inplace {unordered} (a read of the input is not ordered before a write of its "
+                              "output: optimized as without inplace)")
+    setattr(report, "sdfg_name", sdfg.name)  # noqa: B010  (which program the report is about)
+    reports.append(report)
 
 
 def argument_pairs(sdfg: dace.SDFG, inplace: dict[str, str]) -> dict[str, str]:
@@ -294,20 +305,8 @@ class FinalStage:
     revision: str = HOOKS_REVISION
 
     def __call__(self, sdfg: dace.SDFG) -> None:
-        from sdfg_scan import optimize
-
-        pairs = None if self.inplace is None else argument_pairs(sdfg, self.inplace)
-        unordered = unordered_pairs(sdfg, pairs) if pairs else {}
-        if unordered:   # as LiftStage: the declaration cannot be used in this program
-            pairs = None
-        report = optimize(sdfg, target="cpu", reproducibility=self.reproducibility, inplace=pairs,
-                          assume_no_alias=self.assume_no_alias or pairs is not None,
-                          vectorize_maps=self.vectorize_maps)
-        if unordered:
-            report.skipped.append(f"inplace {unordered} (a read of the input is not ordered before a write of its "
-                                  "output: optimized as without inplace)")
-        setattr(report, "sdfg_name", sdfg.name)  # noqa: B010  (which program the report is about)
-        self.reports.append(report)
+        optimize_declared(sdfg, self.reports, self.inplace, self.assume_no_alias, target="cpu",
+                          reproducibility=self.reproducibility, vectorize_maps=self.vectorize_maps)
         expand_all(sdfg)
 
 
