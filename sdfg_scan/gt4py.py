@@ -6,9 +6,11 @@ Recipe (icon4py's ``make_custom_dace_backend`` passes the same ``optimization_ar
     hooks = optimization_hooks(gpu=False, reproducibility="exact")
     backend = make_dace_backend(gpu=False, optimization_args={"optimization_hooks": hooks})
 
-or ``sdfg_scan.gt4py.make_backend(gpu=False, reproducibility="exact")``, which builds the same backend
-through gt4py's current ``make_dace_toolchain(DaCeConfig(...), translation=partial(make_dace_translator,
-auto_optimize_args=...))``.
+or ``sdfg_scan.gt4py.make_backend(gpu=False, reproducibility="exact", stage="hooks")``, which builds the same
+backend through gt4py's current ``make_dace_toolchain(DaCeConfig(...), translation=partial(make_dace_translator,
+auto_optimize_args=...))``. ``make_backend``'s default on the CPU is ``stage="final"`` (since stop 57):
+``sdfg_scan.optimize`` after gt4py's whole optimizer, on the program gt4py compiles (faster on icon4py's
+microphysics than the hooks, which run before gt4py's inner-dataflow stage).
 
 Where each stage runs (``gt_auto_optimize`` of gt4py 1.2.3, hooks ``GT4PyAutoOptHook``):
 
@@ -85,6 +87,46 @@ def _hook_enum():
     return GT4PyAutoOptHook
 
 
+def _checked_options(who: str, gpu, reproducibility, existing, horizontal_unit_stride, vectorize_maps,
+                     assume_no_alias, inplace, existing_name: str = "existing"):
+    """The checks of :func:`optimization_hooks`' arguments (``who`` names the function in the errors,
+    ``existing_name`` the argument that gave ``existing``); gt4py's ``GT4PyAutoOptHook``."""
+    if reproducibility not in REPRODUCIBILITY:
+        raise ValueError(f"sdfg_scan.gt4py.{who}: reproducibility must be one of "
+                         f"{REPRODUCIBILITY}, got '{reproducibility}'")
+    for name, value in (("gpu", gpu), ("vectorize_maps", vectorize_maps), ("assume_no_alias", assume_no_alias)):
+        if not isinstance(value, bool):
+            raise TypeError(f"sdfg_scan.gt4py.{who}: {name} must be True or False, got {value!r}")
+    if horizontal_unit_stride is not None and not isinstance(horizontal_unit_stride, bool):
+        raise TypeError(f"sdfg_scan.gt4py.{who}: horizontal_unit_stride must be True, False or None, "
+                        f"got {horizontal_unit_stride!r}")
+    if vectorize_maps and gpu:
+        raise ValueError(f"sdfg_scan.gt4py.{who}: vectorize_maps=True vectorises gt4py's pointwise maps on "
+                         "the CPU, got gpu=True")
+    if inplace is not None:
+        if not isinstance(inplace, Mapping):
+            raise TypeError(f"sdfg_scan.gt4py.{who}: inplace must be a mapping of output parameter "
+                            f"names to input parameter names, e.g. {{'q_out': 'q_in'}}, got "
+                            f"{type(inplace).__name__} {inplace!r}")
+        bad = [(k, v) for k, v in dict(inplace).items() if not isinstance(k, str) or not isinstance(v, str) or k == v]
+        if bad:
+            raise ValueError(f"sdfg_scan.gt4py.{who}: inplace must map output parameter names to "
+                             f"other input parameter names (str -> str), got {bad!r}")
+        if assume_no_alias and inplace:
+            raise ValueError(f"sdfg_scan.gt4py.{who}: assume_no_alias=True says no two arguments share "
+                             f"memory, inplace={dict(inplace)!r} says some do: give one of them")
+    hook = _hook_enum()
+    if existing is not None:
+        if not isinstance(existing, Mapping):
+            raise TypeError(f"sdfg_scan.gt4py.{who}: {existing_name} must be a mapping of GT4PyAutoOptHook "
+                            f"members to callables (gt4py's optimization_hooks), got {type(existing).__name__}")
+        bad = [f"{k!r}: {v!r}" for k, v in existing.items() if not isinstance(k, hook) or not callable(v)]
+        if bad:
+            raise TypeError(f"sdfg_scan.gt4py.{who}: {existing_name} must map GT4PyAutoOptHook members "
+                            f"({', '.join(h.name for h in hook)}) to callables, got {', '.join(bad)}")
+    return hook
+
+
 def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
                        existing: Mapping[Any, Callable[[dace.SDFG], None]] | None = None,
                        horizontal_unit_stride: bool | None = None,
@@ -121,39 +163,8 @@ def optimization_hooks(gpu: bool = False, reproducibility: str = "exact",
         where the declared pairs allow, as for ``assume_no_alias=True``. Pairs a program lacks are skipped
         (the hooks see every program the backend translates), so declare only pairs every call aliases.
     """
-    if reproducibility not in REPRODUCIBILITY:
-        raise ValueError(f"sdfg_scan.gt4py.optimization_hooks: reproducibility must be one of "
-                         f"{REPRODUCIBILITY}, got '{reproducibility}'")
-    for name, value in (("gpu", gpu), ("vectorize_maps", vectorize_maps), ("assume_no_alias", assume_no_alias)):
-        if not isinstance(value, bool):
-            raise TypeError(f"sdfg_scan.gt4py.optimization_hooks: {name} must be True or False, got {value!r}")
-    if horizontal_unit_stride is not None and not isinstance(horizontal_unit_stride, bool):
-        raise TypeError(f"sdfg_scan.gt4py.optimization_hooks: horizontal_unit_stride must be True, False or None, "
-                        f"got {horizontal_unit_stride!r}")
-    if vectorize_maps and gpu:
-        raise ValueError("sdfg_scan.gt4py.optimization_hooks: vectorize_maps=True vectorises gt4py's pointwise maps on "
-                         "the CPU, got gpu=True")
-    if inplace is not None:
-        if not isinstance(inplace, Mapping):
-            raise TypeError(f"sdfg_scan.gt4py.optimization_hooks: inplace must be a mapping of output parameter "
-                            f"names to input parameter names, e.g. {{'q_out': 'q_in'}}, got "
-                            f"{type(inplace).__name__} {inplace!r}")
-        bad = [(k, v) for k, v in dict(inplace).items() if not isinstance(k, str) or not isinstance(v, str) or k == v]
-        if bad:
-            raise ValueError(f"sdfg_scan.gt4py.optimization_hooks: inplace must map output parameter names to "
-                             f"other input parameter names (str -> str), got {bad!r}")
-        if assume_no_alias and inplace:
-            raise ValueError("sdfg_scan.gt4py.optimization_hooks: assume_no_alias=True says no two arguments share "
-                             f"memory, inplace={dict(inplace)!r} says some do: give one of them")
-    hook = _hook_enum()
-    if existing is not None:
-        if not isinstance(existing, Mapping):
-            raise TypeError(f"sdfg_scan.gt4py.optimization_hooks: existing must be a mapping of GT4PyAutoOptHook "
-                            f"members to callables (gt4py's optimization_hooks), got {type(existing).__name__}")
-        bad = [f"{k!r}: {v!r}" for k, v in existing.items() if not isinstance(k, hook) or not callable(v)]
-        if bad:
-            raise TypeError(f"sdfg_scan.gt4py.optimization_hooks: existing must map GT4PyAutoOptHook members "
-                            f"({', '.join(h.name for h in hook)}) to callables, got {', '.join(bad)}")
+    hook = _checked_options("optimization_hooks", gpu, reproducibility, existing, horizontal_unit_stride,
+                            vectorize_maps, assume_no_alias, inplace)
     hooks = OptimizationHooks(dict(existing or {}))
     target = "gpu" if gpu else "cpu"
     stages: dict[Any, Callable[[dace.SDFG], None]] = {hook.TopLevelDataFlowPre: LiftStage(
@@ -178,17 +189,19 @@ STAGES = ("hooks", "final")
 
 
 def make_backend(gpu: bool = False, reproducibility: str = "exact", inplace: Mapping[str, str] | None = None,
-                 vectorize_maps: bool | None = None, assume_no_alias: bool = False, stage: str = "hooks",
+                 vectorize_maps: bool | None = None, assume_no_alias: bool = False, stage: str | None = None,
                  **kwargs: Any):
     """gt4py's DaCe backend (``make_dace_toolchain``) with sdfg_scan installed.
 
-    :param stage: ``"hooks"`` (default): :func:`optimization_hooks`, inside gt4py's ``gt_auto_optimize`` (what
-        icon4py's own backend factory can take, through its ``optimization_args``). ``"final"`` (CPU only):
-        gt4py's translation runs unchanged (any hooks of ``auto_optimize_args`` included), and
-        ``sdfg_scan.optimize`` then runs on the SDFG it returns, the program gt4py compiles, as on an SDFG
-        exported from gt4py's build cache; every sdfg_scan node is expanded there. On icon4py's
-        ``muphys_run`` that is the program measured at 1.47x (``exact``) and 2.81x (``replay``), where the
-        hooks gave 1.08x to 1.16x (README, "Using sdfg_scan from gt4py").
+    :param stage: ``"hooks"``: :func:`optimization_hooks`, inside gt4py's ``gt_auto_optimize`` (what icon4py's
+        own backend factory can take, through its ``optimization_args``; the only stage for ``gpu=True``).
+        ``"final"`` (CPU only): gt4py's translation runs unchanged (any hooks of ``auto_optimize_args``
+        included), and ``sdfg_scan.optimize`` then runs on the SDFG it returns, the program gt4py compiles,
+        as on an SDFG exported from gt4py's build cache; every sdfg_scan node is expanded there. On icon4py's
+        ``muphys_run`` built through gt4py that stage measured 1.58x to 1.64x (``exact``) and 2.99x to 3.13x
+        (``replay``) over stock gt4py, where the hooks gave 1.08x to 1.16x and 1.26x (README, "Using
+        sdfg_scan from gt4py"). None (the default, since stop 57): ``"final"`` on the CPU, ``"hooks"`` on
+        the GPU.
     :param vectorize_maps: as :func:`optimization_hooks`' (None: False) for ``stage="hooks"``; as
         ``sdfg_scan.optimize``'s (None: its default) for ``stage="final"``.
     :param inplace, assume_no_alias: as :func:`optimization_hooks`'.
@@ -219,6 +232,8 @@ def make_backend(gpu: bool = False, reproducibility: str = "exact", inplace: Map
         raise ValueError("sdfg_scan.gt4py.make_backend: auto_optimize=False skips gt4py's gt_auto_optimize, where the "
                          "hooks run: nothing would be lifted and reproducibility='exact' would not pin the strict "
                          "flags; use gt4py's own backend for an unoptimized build")
+    if stage is None:
+        stage = "hooks" if gpu else "final"
     if stage not in STAGES:
         raise ValueError(f"sdfg_scan.gt4py.make_backend: stage must be one of {STAGES}, got {stage!r}")
     if stage == "final" and gpu:
@@ -230,25 +245,26 @@ def make_backend(gpu: bool = False, reproducibility: str = "exact", inplace: Map
     tr_kw = {k: v for k, v in kwargs.items() if k not in cfg_fields}
     ao_args = dict(tr_kw.pop("auto_optimize_args", None) or {})
     cfg = gtx_factory.DaCeConfig(gpu=gpu, **cfg_kw)
-    # the checks of optimization_hooks (reproducibility, inplace, assume_no_alias) for both stages
-    hooks = optimization_hooks(gpu, reproducibility, ao_args.get("optimization_hooks"),
-                               cfg.unstructured_horizontal_has_unit_stride, vectorize_maps=bool(vectorize_maps),
-                               assume_no_alias=assume_no_alias, inplace=inplace)
     postfix = (f"_sdfg_scan_{reproducibility}" + ("_inplace" if inplace else "") + ("_vmaps" if vectorize_maps else "")
                + ("_noalias" if assume_no_alias else ""))
     if stage == "hooks":
-        ao_args["optimization_hooks"] = hooks
+        ao_args["optimization_hooks"] = optimization_hooks(
+            gpu, reproducibility, ao_args.get("optimization_hooks"), cfg.unstructured_horizontal_has_unit_stride,
+            vectorize_maps=bool(vectorize_maps), assume_no_alias=assume_no_alias, inplace=inplace)
         return gtx_backend.make_dace_toolchain(
             cfg, name_postfix=postfix,
             translation=functools.partial(gtx_factory.make_dace_translator, auto_optimize_args=ao_args, **tr_kw))
     from sdfg_scan.gt4py_stages import FinalStage
     from sdfg_scan.gt4py_translator import make_final_stage_translator
 
+    _checked_options("make_backend", gpu, reproducibility, ao_args.get("optimization_hooks"),
+                     cfg.unstructured_horizontal_has_unit_stride, bool(vectorize_maps), assume_no_alias, inplace,
+                     existing_name="auto_optimize_args['optimization_hooks']")
     theirs = {k: v for k, v in ((k, without_stages(v)) for k, v in (ao_args.get("optimization_hooks") or {}).items())
               if v is not None}   # an earlier optimization_hooks mapping given there: not run inside as well
     if "optimization_hooks" in ao_args:
         ao_args["optimization_hooks"] = theirs
-    final = FinalStage(reproducibility, hooks.reports, vectorize_maps=vectorize_maps,
+    final = FinalStage(reproducibility, [], vectorize_maps=vectorize_maps,
                        assume_no_alias=assume_no_alias, inplace=None if inplace is None else dict(inplace))
     postfix += "_final" + ("_scalar_maps" if vectorize_maps is False else "")
     return gtx_backend.make_dace_toolchain(

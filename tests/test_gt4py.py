@@ -4,8 +4,9 @@ Runs in the gt4py venv (``make test-gt4py``: Python >= 3.12, ``pip install -e '.
 venv (no gt4py) the module skips. Every program is compiled once per backend (gt4py caches the compiled
 program; sizes and strides are runtime symbols) and called on both layouts, down to 1 cell x 1 level:
 
-* ``exact``: ``sdfg_scan.gt4py.make_backend(reproducibility="exact")``; must equal the NumPy reference
-  loop bit for bit, and stock gt4py built with the same IEEE-strict host flags;
+* ``exact``: ``sdfg_scan.gt4py.make_backend(reproducibility="exact", stage="hooks")``; must equal the NumPy
+  reference loop bit for bit, and stock gt4py built with the same IEEE-strict host flags;
+* ``exact_final``: ``make_backend(reproducibility="exact")``, its CPU default ``stage="final"``; the same;
 * ``stock_strict``: gt4py's ``run_dace_cpu`` toolchain with ``CXXFLAGS`` = gt4py's flags + the strict ones;
 * ``stock``: gt4py's defaults (``-O3 -march=native``, FP contraction allowed): equal to rounding.
 """
@@ -60,8 +61,8 @@ def _backends():
     return {
         "stock": (gtx_backend.make_dace_toolchain(gtx_factory.DaCeConfig(), name_postfix="_stock"), None),
         "stock_strict": (strict, STRICT_CXXFLAGS),
-        "exact": (sg.make_backend(gpu=False, reproducibility="exact"), None),
-        "exact_final": (sg.make_backend(gpu=False, reproducibility="exact", stage="final"), None),
+        "exact": (sg.make_backend(gpu=False, reproducibility="exact", stage="hooks"), None),
+        "exact_final": (sg.make_backend(gpu=False, reproducibility="exact"), None),   # the CPU default: "final"
     }
 
 
@@ -242,7 +243,8 @@ def test_unit_stride_backend_chooses_for_the_final_strides_and_is_bitwise():
     assert [d for d in sdfg.arrays.values() if d.transient and len(d.shape) == 2], "expected a [Cell, K] temporary"
     (row,) = hooks.reports[0].scans
     assert row.implementation in {"levels_outside", "blocked"}, row.reason
-    be = sg.make_backend(gpu=False, reproducibility="exact", unstructured_horizontal_has_unit_stride=True)
+    be = sg.make_backend(gpu=False, reproducibility="exact", unstructured_horizontal_has_unit_stride=True,
+                         stage="hooks")
     ins = {k: np.asfortranarray(v) for k, v in PRECIP_SCALED.make_inputs(np.random.default_rng(11), 6, 9).items()}
     outs = {k: gtx.as_field([Cell, K], np.full((6, 9), np.nan, order="F"), allocator=np) for k in PRECIP_SCALED.outputs}
     PRECIP_SCALED.program.with_backend(be)(**{k: gtx.as_field([Cell, K], v, allocator=np) for k, v in ins.items()},
@@ -275,7 +277,8 @@ def test_a_coefficient_over_k_only_in_a_lifted_scan_is_bitwise_the_reference():
     translator.generate_sdfg(gp.level_weighted.gtir, {}, K)
     (row,) = hooks.reports[0].scans
     assert row.lifted and row.implementation in {"levels_outside", "blocked"}, row.reason
-    be = sg.make_backend(gpu=False, reproducibility="exact", unstructured_horizontal_has_unit_stride=True)
+    be = sg.make_backend(gpu=False, reproducibility="exact", unstructured_horizontal_has_unit_stride=True,
+                         stage="hooks")
     rng = np.random.default_rng(5)
     for n, nk in ((1, 1), (5, 2), (6, 9)):
         x, w = np.asfortranarray(rng.uniform(-1, 1, (n, nk))), rng.uniform(0, 1, nk)
@@ -298,7 +301,7 @@ def test_exact_vectorised_maps_through_the_backend_are_bitwise():
              n.label.endswith("_vectorized")]
     assert any(t.label.startswith("map_") for t in loops), [t.label for t in loops]   # gt4py's pointwise map
     assert all(any(e.endswith("ScalarLaneLoops") for e in t.environments) for t in loops)
-    be = sg.make_backend(gpu=False, reproducibility="exact", vectorize_maps=True,
+    be = sg.make_backend(gpu=False, reproducibility="exact", vectorize_maps=True, stage="hooks",
                          unstructured_horizontal_has_unit_stride=True)
     assert be.name.endswith("_sdfg_scan_exact_vmaps"), be.name
     ins = {k: np.asfortranarray(v) for k, v in PRECIP_SCALED.make_inputs(np.random.default_rng(13), 300, 9).items()}
@@ -329,7 +332,7 @@ def test_vectorised_maps_read_the_program_constants_as_literals(reproducibility)
     code = loop.code_global.as_string
     assert "1.625" in code and "_sdfg_scan_pw_exact(" not in code, "the exponent is not a literal in the loop"
     if reproducibility == "exact":
-        be = sg.make_backend(gpu=False, reproducibility="exact", vectorize_maps=True,
+        be = sg.make_backend(gpu=False, reproducibility="exact", vectorize_maps=True, stage="hooks",
                              unstructured_horizontal_has_unit_stride=True)
         ins = {k: np.asfortranarray(v) for k, v in RATE_POWER.make_inputs(np.random.default_rng(17), 300, 5).items()}
         out = gtx.as_field([Cell, K], np.full((300, 5), np.nan, order="F"), allocator=np)
@@ -367,6 +370,17 @@ def test_declared_inplace_pairs_write_results_through_and_stay_bitwise_when_alia
         assert _bitwise(outs[name].asnumpy(), ref), name
 
 
+def test_the_default_stage_is_final_on_the_cpu_and_the_hooks_on_the_gpu():
+    """``make_backend()`` without ``stage`` (since stop 57): ``sdfg_scan.optimize`` after gt4py's optimizer on the
+    CPU (``stage="final"``), the hooks on the GPU (the only stage there)."""
+    cpu = sg.make_backend(gpu=False)
+    assert cpu.name.endswith("_sdfg_scan_exact_final"), cpu.name
+    assert cpu.executor.translation.step.final_stage.reproducibility == "exact"
+    gpu = sg.make_backend(gpu=True, reproducibility="replay")
+    assert gpu.name.endswith("_sdfg_scan_replay"), gpu.name
+    assert isinstance(gpu.executor.translation.step.auto_optimize_args["optimization_hooks"], sg.OptimizationHooks)
+
+
 def test_bad_options_are_refused_naming_what_is_wrong():
     """Misspelt or mistyped options fail where they are given, naming the option (before: ``inplace="q_out"``
     gave Python's "dictionary update sequence element #0 has length 1", ``make_backend(vectorize_maps=True)``
@@ -398,6 +412,12 @@ def test_bad_options_are_refused_naming_what_is_wrong():
         sg.make_backend(gpu=True, stage="final")
     with pytest.raises(TypeError, match="vectorize_maps must be True, False or None, got 'yes'"):
         sg.make_backend(vectorize_maps="yes")
+    with pytest.raises(TypeError, match=r"make_backend: auto_optimize_args\['optimization_hooks'\] must map "):
+        sg.make_backend(auto_optimize_args={"optimization_hooks": {"TopLevelDataFlowPre": print}})
+    with pytest.raises(ValueError, match="make_backend: assume_no_alias=True says no two arguments share memory"):
+        sg.make_backend(assume_no_alias=True, inplace={"q_out": "q_in"})
+    with pytest.raises(ValueError, match="optimization_hooks: assume_no_alias=True says"):
+        sg.make_backend(assume_no_alias=True, inplace={"q_out": "q_in"}, stage="hooks")
     with pytest.raises(TypeError, match="is not a backend of sdfg_scan.gt4py.make_backend"):
         sg.reports_of(BACKENDS["stock"][0])
 
@@ -439,7 +459,7 @@ def test_the_final_stage_optimizes_the_program_gt4py_compiles(reproducibility):
 def test_make_backend_passes_every_hook_option_through():
     """``make_backend`` takes the hooks' ``vectorize_maps`` and ``assume_no_alias`` (they went to gt4py's
     translator, which refused them), and names the backend after them."""
-    be = sg.make_backend(gpu=False, reproducibility="replay", vectorize_maps=True, assume_no_alias=True,
+    be = sg.make_backend(gpu=False, reproducibility="replay", vectorize_maps=True, assume_no_alias=True, stage="hooks",
                          unstructured_horizontal_has_unit_stride=True, use_metrics=False)
     assert be.name.endswith("_sdfg_scan_replay_vmaps_noalias"), be.name
     step = be.executor.translation.step
@@ -502,7 +522,7 @@ def test_declared_inplace_is_not_used_where_the_input_is_read_unordered_with_the
     assert [r.skipped for r in hooks.reports] == [[
         "inplace {'f_out': 'x'} (a read of the input is not ordered before a write of its output: optimized as "
         "without inplace)"]]
-    be = sg.make_backend(gpu=False, reproducibility="exact", inplace={"f_out": "x"},
+    be = sg.make_backend(gpu=False, reproducibility="exact", inplace={"f_out": "x"}, stage="hooks",
                          unstructured_horizontal_has_unit_stride=True)
     for n, nk in ((37, 12), (5, 4), (3, 2)):
         rng = np.random.default_rng(nk)
@@ -545,7 +565,8 @@ def test_replay_blocked_simd_keeps_what_a_branch_does_not_write_and_divides_only
     (GCC happened to keep a branch there): that conditional now stays a plain ``if``
     (``test_vectorize_cell_map.py`` checks the rule). Against NumPy, on 300 cells (two blocks) and small shapes."""
     program, ref = getattr(gp, name), getattr(gp, f"{name}_ref")
-    be = sg.make_backend(gpu=False, reproducibility="replay", unstructured_horizontal_has_unit_stride=True)
+    be = sg.make_backend(gpu=False, reproducibility="replay", unstructured_horizontal_has_unit_stride=True,
+                         stage="hooks")
     hooks = be.executor.translation.step.auto_optimize_args["optimization_hooks"]
     for n, nk in ((300, 5), (2, 1), (3, 9)):
         rng = np.random.default_rng(n * nk)
