@@ -27,7 +27,8 @@ driver); outputs compared with ``stock`` and with ``stock_strict`` (max relative
 ``REPEAT`` calls after a warm-up). Size: ``GRAUPEL_CELLS`` x ``GRAUPEL_LEVELS`` (default 20480 x 65);
 ``GRAUPEL_VARIANTS`` (comma-separated) runs a subset. ``GRAUPEL_PROGRAM=muphys_run`` runs icon4py's full
 microphysics instead (``implementations/muphys.py``: saturation adjustment, the graupel scan, saturation
-adjustment again), bound the same way. ``GRAUPEL_PROGRAM=icon_graupel`` runs the older single-moment
+adjustment again), bound the same way. ``GRAUPEL_AES=1`` binds either with ``use_aes_graupel=True`` (the AES
+fall speeds and ice/snow parameterisations; default False, as the driver). ``GRAUPEL_PROGRAM=icon_graupel`` runs the older single-moment
 six-class graupel of icon4py's ``icon4py-atmosphere-microphysics`` package (``stencils/graupel_stencils.py``:
 one forward scan with 28 carries, runtime int/bool options), bound as ``SingleMomentSixClassIconGraupel``
 binds it: the config's defaults and the granule's own precomputed coefficients as constants,
@@ -52,6 +53,7 @@ NCELLS = int(os.environ.get("GRAUPEL_CELLS", 20480))
 NLEV = int(os.environ.get("GRAUPEL_LEVELS", 65))
 REPEAT = int(os.environ.get("GRAUPEL_REPEAT", 5))
 PROGRAM = os.environ.get("GRAUPEL_PROGRAM", "graupel_run")
+AES = os.environ.get("GRAUPEL_AES", "0") not in ("", "0")   # graupel_run / muphys_run with use_aes_graupel=True
 KSTART = int(os.environ.get("GRAUPEL_KSTART", 0))   # icon_graupel's vertical_start (icon4py: kstart_moist)
 SHAPES = tuple(tuple(int(n) for n in s.split("x")) for s in os.environ.get("GRAUPEL_SHAPES", "").split(",") if s)
 ICON_GRAUPEL_OUT = ("temperature_tendency", "qv_tendency", "qc_tendency", "qi_tendency", "qr_tendency", "qs_tendency",
@@ -150,10 +152,10 @@ def _program(variant: str, ncells: int, nlev: int, program: str = PROGRAM):
                 gpu=False, reproducibility=repro, vectorize_maps=variant.endswith("_vmaps"), inplace=inplace,
                 assume_no_alias=variant.endswith("_noalias"))
     if program == "muphys_run":   # masking is always on in muphys_run
-        prog, constants = muphys.muphys_run, {"dt": 30.0, "qnc": 100.0, "use_aes_graupel": False}
+        prog, constants = muphys.muphys_run, {"dt": 30.0, "qnc": 100.0, "use_aes_graupel": AES}
     elif program == "graupel_run":
         prog, constants = graupel.graupel_run, {"dt": 30.0, "qnc": 100.0, "enable_masking": True,
-                                                "use_aes_graupel": False}
+                                                "use_aes_graupel": AES}
     elif program == "icon_graupel":
         from icon4py.model.atmosphere.subgrid_scale_physics.microphysics.stencils import graupel_stencils
 
@@ -272,7 +274,7 @@ def main() -> int:
         print(f"graupel_gt4py: skipped ({e}); run `make graupel` (gt4py venv, Python >= 3.13 for graupel)")
         return 0
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 10**5))   # as icon4py's drivers
-    where = f", vertical_start {KSTART}" if PROGRAM == "icon_graupel" else ""
+    where = f", vertical_start {KSTART}" if PROGRAM == "icon_graupel" else (", use_aes_graupel" if AES else "")
     shapes = f" (domain at every call; shapes {', '.join(f'{n} x {k}' for n, k in SHAPES)})" if SHAPES else ""
     size = " x ".join(map(str, SHAPES[0] if SHAPES else (NCELLS, NLEV)))
     print(f"{PROGRAM}, {size}{where}{shapes}, gt4py DaCe CPU backend, median of {REPEAT} calls")
