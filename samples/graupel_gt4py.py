@@ -26,20 +26,19 @@ driver); outputs compared with ``stock`` and with ``stock_strict`` (max relative
 "bitwise"); time per call (median of
 ``REPEAT`` calls after a warm-up). Size: ``GRAUPEL_CELLS`` x ``GRAUPEL_LEVELS`` (default 20480 x 65);
 ``GRAUPEL_VARIANTS`` (comma-separated) runs a subset. ``GRAUPEL_PROGRAM=muphys_run`` runs icon4py's full
-microphysics instead (``implementations/muphys.py``: saturation adjustment, the graupel scan, saturation
-adjustment again), bound the same way. ``GRAUPEL_AES=1`` binds either with ``use_aes_graupel=True`` (the AES
-fall speeds and ice/snow parameterisations; default False, as the driver). ``GRAUPEL_PROGRAM=icon_graupel`` runs
-the older single-moment six-class graupel of icon4py's ``icon4py-atmosphere-microphysics`` package
+microphysics instead (``implementations/muphys.py``: saturation adjustment, the graupel scan, saturation adjustment
+again), bound the same way. ``GRAUPEL_AES=1`` binds either with ``use_aes_graupel=True`` (the AES fall speeds and
+ice/snow parameterisations; default False, as the driver). ``GRAUPEL_PROGRAM=icon_graupel`` runs the older
+single-moment six-class graupel of icon4py's ``icon4py-atmosphere-microphysics`` package
 (``stencils/graupel_stencils.py``: one forward scan with 28 carries, runtime int/bool options), bound as
-``SingleMomentSixClassIconGraupel`` binds it: the config's defaults and the granule's own precomputed coefficients as constants,
-``ground_level`` = levels - 1, vertical domain ``GRAUPEL_KSTART`` (icon4py's ``kstart_moist``, default 0) to
-the levels; ``dtime`` = 30 at every call, ``qnc`` a seeded cell field (5e7 .. 2e8 /m3); all 15 outputs
-compared (3-10 minutes per variant here). ``GRAUPEL_SHAPES`` (e.g. ``20480x65,7x1,33x2,300x10``) builds each
-variant once with the domain (and ``ground_level``) given at every call instead of compiled in, and
-compares every shape (timings: the first). Lowering and optimizing graupel takes gt4py about 25
-minutes per variant on a 2-core machine: with ``GT4PY_BUILD_CACHE_LIFETIME=persistent`` (and
-``GT4PY_BUILD_CACHE_DIR``) the builds can be made by several processes first (one subset each) and
-the table then comes from one process that finds every build in the cache.
+``SingleMomentSixClassIconGraupel`` binds it: the config's defaults and the granule's own precomputed coefficients
+as constants, ``ground_level`` = levels - 1, vertical domain ``GRAUPEL_KSTART`` (icon4py's ``kstart_moist``, default
+0) to the levels; ``dtime`` = 30 at every call, ``qnc`` a seeded cell field (5e7 .. 2e8 /m3); all 15 outputs
+compared (3-10 minutes per variant here). ``GRAUPEL_SHAPES`` (e.g. ``20480x65,7x1,33x2,300x10``) builds each variant
+once with the domain (and ``ground_level``) given at every call instead of compiled in, and compares every shape
+(timings: the first). Lowering and optimizing graupel takes gt4py about 25 minutes per variant on a 2-core machine:
+with ``GT4PY_BUILD_CACHE_LIFETIME=persistent`` (and ``GT4PY_BUILD_CACHE_DIR``) the builds can be made by several
+processes first (one subset each) and the table then comes from one process that finds every build in the cache.
 Without gt4py / icon4py (the main venv), :func:`main` says so and returns 0.
 """
 
