@@ -247,6 +247,10 @@ def make_backend(gpu: bool = False, reproducibility: str = "exact", inplace: Map
     cfg = gtx_factory.DaCeConfig(gpu=gpu, **cfg_kw)
     postfix = (f"_sdfg_scan_{reproducibility}" + ("_inplace" if inplace else "") + ("_vmaps" if vectorize_maps else "")
                + ("_noalias" if assume_no_alias else ""))
+    # both stages: a bad option is refused naming make_backend and the argument the caller gave
+    _checked_options("make_backend", gpu, reproducibility, ao_args.get("optimization_hooks"),
+                     cfg.unstructured_horizontal_has_unit_stride, bool(vectorize_maps), assume_no_alias, inplace,
+                     existing_name="auto_optimize_args['optimization_hooks']")
     if stage == "hooks":
         ao_args["optimization_hooks"] = optimization_hooks(
             gpu, reproducibility, ao_args.get("optimization_hooks"), cfg.unstructured_horizontal_has_unit_stride,
@@ -257,9 +261,6 @@ def make_backend(gpu: bool = False, reproducibility: str = "exact", inplace: Map
     from sdfg_scan.gt4py_stages import FinalStage
     from sdfg_scan.gt4py_translator import make_final_stage_translator
 
-    _checked_options("make_backend", gpu, reproducibility, ao_args.get("optimization_hooks"),
-                     cfg.unstructured_horizontal_has_unit_stride, bool(vectorize_maps), assume_no_alias, inplace,
-                     existing_name="auto_optimize_args['optimization_hooks']")
     theirs = {k: v for k, v in ((k, without_stages(v)) for k, v in (ao_args.get("optimization_hooks") or {}).items())
               if v is not None}   # an earlier optimization_hooks mapping given there: not run inside as well
     if "optimization_hooks" in ao_args:

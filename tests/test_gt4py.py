@@ -416,8 +416,12 @@ def test_bad_options_are_refused_naming_what_is_wrong():
         sg.make_backend(auto_optimize_args={"optimization_hooks": {"TopLevelDataFlowPre": print}})
     with pytest.raises(ValueError, match="make_backend: assume_no_alias=True says no two arguments share memory"):
         sg.make_backend(assume_no_alias=True, inplace={"q_out": "q_in"})
-    with pytest.raises(ValueError, match="optimization_hooks: assume_no_alias=True says"):
+    with pytest.raises(ValueError, match="make_backend: assume_no_alias=True says"):
         sg.make_backend(assume_no_alias=True, inplace={"q_out": "q_in"}, stage="hooks")
+    for stage in ("hooks", "final"):   # the argument the caller gave is named, in either stage
+        with pytest.raises(TypeError, match=r"make_backend: auto_optimize_args\['optimization_hooks'\] must be a "
+                                            "mapping"):
+            sg.make_backend(auto_optimize_args={"optimization_hooks": [print]}, stage=stage)
     with pytest.raises(TypeError, match="is not a backend of sdfg_scan.gt4py.make_backend"):
         sg.reports_of(BACKENDS["stock"][0])
 
