@@ -46,9 +46,17 @@ def map_calls(library: str) -> dict[str, set[str]]:
 
 
 def map_gathers(library: str) -> int:
-    """How many vector gather instructions ``VectorizeCellMap``'s functions hold (the accurate ``pow``'s
-    table loads in a vectorised cell loop; a scalar loop loads one entry at a time)."""
-    return sum(len(re.findall(r"\bvgather[dq]pd\b", body)) for body in _map_bodies(library).values())
+    """How many vector gathers ``VectorizeCellMap``'s functions hold, emulated ones included: the accurate
+    ``pow``'s table loads in a vectorised cell loop (a scalar loop loads one entry at a time). GCC 12 emits
+    ``vgatherqpd`` only under a tuning that enables gathers; under its generic tuning (``-march=native`` on
+    a CPU it does not know, such as an Intel Xeon of model 207) it loads the lanes one by one into a vector
+    register instead. Such a loop is counted by its packed double arithmetic on 256- and 512-bit registers
+    (none in a scalar loop's code)."""
+    bodies = _map_bodies(library).values()
+    gathers = sum(len(re.findall(r"\bvgather[dq]pd\b", body)) for body in bodies)
+    packed = sum(len(re.findall(r"\bv(?:add|sub|mul|div|max|min|fn?m(?:add|sub)\d*)pd\s+[^\n]*%[yz]mm", body))
+                 for body in bodies)
+    return gathers or packed
 
 
 def scalar_math_in_map_loops(library: str) -> list[str]:

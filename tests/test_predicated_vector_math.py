@@ -24,7 +24,10 @@ from sdfg_scan.expansions import scan_blocked
 from sdfg_scan.nodes.scan import Scan
 
 HARNESS = """
+#include <cfenv>
 #include <cmath>
+extern "C" void clear_flags() { std::feclearexcept(FE_ALL_EXCEPT); }
+extern "C" int special_flags() { return std::fetestexcept(FE_DIVBYZERO | FE_INVALID | FE_OVERFLOW | FE_UNDERFLOW); }
 extern "C" { long vector_calls = 0; }   // libmvec calls the written variants made
 #define SDFG_SCAN_PREDICATED_CALL(lanes) (++vector_calls)
 namespace dace { namespace math {
@@ -111,6 +114,34 @@ def test_active_lanes_get_the_unpredicated_values_and_idle_vectors_call_nothing(
             assert 0 < counts["scattered"] < counts["all"], counts
         line = next(i for i, t in enumerate(text.splitlines(), 1) if t.startswith(f"LOOP(pred_{f},"))
         assert re.search(rf"predicated\.cpp:{line}:\d+: optimized: loop vectorized", report), report
+
+
+@pytest.mark.parametrize("f, idle", [("exp", -1000.0), ("log", 0.0), ("log", -1.0), ("pow", -1.0)])
+def test_idle_lanes_do_not_send_libmvec_to_its_special_path(harness, f, idle):
+    """A lane that does not take the branch holds a special argument (``log(0)`` under ``q > qmin``): libmvec's
+    special-case path would call the scalar function lane by lane, 4 to 7 times the vector call, and raise
+    that call's floating-point exceptions. The predicated call gives those lanes quiet arguments
+    (``scan_blocked._QUIET_ARGS``): no exception, the active lanes' values unchanged. The unpredicated loop
+    (every lane's own argument) raises them: the check sees the path."""
+    if not _x86_gcc():
+        pytest.skip("the variants are written on x86-64 with GCC")
+    lib, _, _ = harness
+    n = 64 * 8
+    rng = np.random.default_rng(5)
+    a = (rng.uniform(0, 1, n) < 0.5).astype(np.float64)
+    a[::8] = 1.0   # every vector of 8 lanes has an active lane: each makes its libmvec call
+    x = np.where(a != 0.0, rng.uniform(0.5, 2.0, n), idle)
+    y = np.full(n, 0.37)
+    fn = "pow" if f == "pow" else f
+    raised = {}
+    for form in ("pred", "plain"):
+        lib.clear_flags()
+        got = _run(lib, f"{form}_{fn}", a, x, y)
+        raised[form] = lib.special_flags()
+        ref = {"exp": np.exp, "log": np.log, "pow": lambda v: v ** 0.37}[f](x[a != 0.0])
+        np.testing.assert_allclose(got[a != 0.0], ref, rtol=1e-14)
+    assert raised["pred"] == 0, raised
+    assert raised["plain"] != 0, raised
 
 
 def test_the_written_variants_are_built(harness):

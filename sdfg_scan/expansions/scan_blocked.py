@@ -201,13 +201,24 @@ def _lane_calls() -> str:
 _LANE_CALLS = _lane_calls()
 
 
+_QUIET_ARGS = {"exp": ("0.0",), "log": ("1.0",), "pow": ("1.0", "1.0")}
+"""The arguments a predicated call gives libmvec in the lanes that do not take its branch: values on the
+vector functions' main path. The program's own values there (an if-converted ``log(q)`` under ``q > qmin``
+sees ``q = 0`` in the lanes that skip it) send libmvec to its special-case path, which calls the scalar
+function lane by lane: 4 to 7 times the vector call (AVX-512, glibc 2.36: ``log`` 13 ns a vector, 54 ns with
+one lane 0; ``exp`` 8 ns, 46 to 57 ns with one lane -inf or -800; ``pow`` 31 ns, 72 ns with one lane's base
+0 or negative). libmvec computes each lane from that lane's arguments alone, so the lanes that take the
+branch get the same values; the others are never selected."""
+
+
 def _predicated_calls() -> str:
     """The C++ of ``_sdfg_scan_p{exp,log,pow}(a, ...)``: :data:`VECTOR_MATH`'s ``exp``/``log``/``pow`` of an
     if-converted branch, given the branch's lane predicate ``a`` (``blocked_simd``, replay).
 
     On x86-64 with GCC the vector variants of ``_sdfg_scan_p{f}1`` are written here: zeros at once where no
     lane of the vector takes the branch (its values are never selected), else libmvec's variant of the same
-    width on all lanes, which is what the loop calls without predicates: the same values. The scalar entry
+    width, which is what the loop calls without predicates: the same values in the lanes that take the branch;
+    the other lanes' arguments are replaced first (:data:`_QUIET_ARGS`). The scalar entry
     (the loop's remainder) calls glibc's scalar function, as the remainder does without predicates. Graupel's
     if-converted scan loop calls about 50 of these per vector of cells, many in branches that few cells take.
     Elsewhere the calls are :data:`VECTOR_MATH`'s, without the predicate."""
@@ -224,7 +235,9 @@ def _predicated_calls() -> str:
                        + _variant(f"_sdfg_scan_p{f}1", isa, n, vt, target, args,
                                   f"    if ({any_active} == 0) return {vt}{{}};\n"
                                   f"    SDFG_SCAN_PREDICATED_CALL({n});\n"
-                                  f"    return _ZGV{isa}N{n}{vargs}_{f}({', '.join(args)});"))
+                                  + "".join(f"    {x} = a != 0.0 ? {x} : {vt}{{}} + {b};\n"
+                                            for x, b in zip(args, _QUIET_ARGS[f], strict=True))
+                                  + f"    return _ZGV{isa}N{n}{vargs}_{f}({', '.join(args)});"))
     return _x86_gcc_or(own, generic, "#ifndef SDFG_SCAN_PREDICATED_CALL\n#define SDFG_SCAN_PREDICATED_CALL(lanes)"
                                      "   // a vector call made (tests count them)\n#endif\n")
 
@@ -419,7 +432,7 @@ class ScalarLaneLoops(VectorMath):
     contraction, no reciprocal math). No libmvec."""
 
     cmake_libraries: list[str] = []
-    cmake_compile_flags = LOOP_FLAGS + INLINED_POW_FLAGS + ["-fno-tree-pre"] + libm_flags()
+    cmake_compile_flags = LOOP_FLAGS + INLINED_POW_FLAGS + libm_flags()
     dependencies: list[type] = [ExactArithmetic]
 
 
