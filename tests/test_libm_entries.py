@@ -102,3 +102,51 @@ def test_header_is_inert_without_the_flag(tmp_path):
     r = subprocess.run([cxx, "-fsyntax-only", "-DSDFG_SCAN_LIBM_FINITE=999", str(src)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
 
+
+
+def test_gathers_only_where_gcc_tunes_an_intel_avx512_cpu_as_generic(monkeypatch, tmp_path):
+    """``gather_flags``: GCC's gather tuning where the host is an Intel CPU with AVX-512 that GCC tunes as
+    ``generic`` (a model newer than the compiler); nothing for the CPUs GCC knows, for AMD, for a compiler
+    that is not GCC, or with ``SDFG_SCAN_GATHERS=0``; ``=1`` forces it wherever the compiler is GCC."""
+    import platform
+
+    from sdfg_scan.expansions import environments as env
+
+    def case(vendor: str, flags: str, tuning, switch: str = "") -> list[str]:
+        info = tmp_path / f"cpuinfo_{vendor}_{len(flags)}"
+        info.write_text(f"processor\t: 0\nvendor_id\t: {vendor}\nflags\t\t: fpu sse2 {flags}\n")
+        real_path = env.Path
+        monkeypatch.setattr(env, "Path", lambda p: real_path(info) if p == "/proc/cpuinfo" else real_path(p))
+        monkeypatch.setattr(env, "_native_tuning", lambda compiler: tuning)
+        monkeypatch.setenv("SDFG_SCAN_GATHERS", switch)
+        env.gather_flags.cache_clear()
+        try:
+            return env.gather_flags()
+        finally:
+            env.gather_flags.cache_clear()
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        assert case("GenuineIntel", "avx512f", ("cooperlake", "generic")) == []
+        return
+    assert case("GenuineIntel", "avx2 avx512f avx512dq", ("cooperlake", "generic")) == env.GATHER_TUNING
+    assert case("GenuineIntel", "avx2 avx512f", ("sapphirerapids", "sapphirerapids")) == []   # GCC knows it
+    assert case("GenuineIntel", "avx2", ("haswell", "generic")) == []   # no AVX-512
+    assert case("AuthenticAMD", "avx2 avx512f", ("znver4", "generic")) == []
+    assert case("GenuineIntel", "avx2 avx512f", None) == []   # not GCC
+    assert case("GenuineIntel", "avx2 avx512f", ("cooperlake", "generic"), "0") == []
+    assert case("AuthenticAMD", "avx2", ("znver3", "znver3"), "1") == env.GATHER_TUNING
+    assert case("AuthenticAMD", "avx2", None, "1") == []
+
+
+def test_the_native_tuning_query_reads_gcc():
+    """``_native_tuning`` parses GCC's ``-Q --help=target``; a command that is not a compiler gives None."""
+    import shutil
+
+    from sdfg_scan.expansions import environments as env
+
+    assert env._native_tuning("/nonexistent/c++") is None
+    gcc = shutil.which("g++")
+    if gcc is None:
+        pytest.skip("no g++")
+    arch, tune = env._native_tuning(gcc)
+    assert arch and tune

@@ -5,7 +5,10 @@ import functools
 import glob
 import importlib.util
 import os
+import platform
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import dace.library
@@ -41,6 +44,53 @@ def libm_flags() -> list[str]:
     """The compile flag that switches :data:`LIBM_HEADER` on, where the entry points exist."""
     code = libm_finite_version()
     return [] if code is None else [f"-DSDFG_SCAN_LIBM_FINITE={code}"]
+
+
+GATHER_TUNING = ["-mtune-ctrl=use_gather_2parts,use_gather_4parts,use_gather"]
+"""GCC's tuning switches that let the vectoriser emit gather instructions (:func:`gather_flags`)."""
+
+
+def _native_tuning(compiler: str) -> tuple[str, str] | None:
+    """``(march, mtune)`` that ``compiler -march=native`` resolves to, if it is GCC; else None."""
+    try:
+        out = subprocess.run([compiler, "-march=native", "-Q", "--help=target"], capture_output=True, text=True,
+                             timeout=60, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    arch, tune = re.search(r"^\s*-march=\s+(\S+)", out, re.M), re.search(r"^\s*-mtune=\s+(\S+)", out, re.M)
+    return (arch.group(1), tune.group(1)) if arch and tune else None
+
+
+@functools.cache
+def gather_flags() -> list[str]:
+    """:data:`GATHER_TUNING` where the host is an Intel CPU with AVX-512 that the C++ compiler (``$CXX``, else
+    ``c++``) is GCC and tunes as ``generic`` under ``-march=native``, because it does not know the CPU model;
+    else nothing. ``SDFG_SCAN_GATHERS=0`` turns it off, ``=1`` on wherever the compiler is GCC on x86-64.
+
+    The vectorised cell loops of the accurate and checked ``pow`` load their tables by lane. GCC 12's
+    ``generic`` tuning emits no gather instruction and loads the lanes one by one into vector registers;
+    its tunings of the AVX-512 Intel CPUs it knows emit gathers. On an Intel Xeon of CPU model 207, which
+    GCC 12.2 tunes as ``generic``, the gathers made graupel's ``exact`` build 6 % and its ``replay`` build
+    8 % faster (min of 15 interleaved calls, bitwise the same values: benchmarks/HISTORY.md, "Stop 58").
+    Intel CPUs newer than the compiler are newer than the gather data-sampling flaw whose microcode fix
+    slows gathers on older models (which GCC 12 knows, and tunes as it does); AMD's tunings avoid gathers
+    on purpose (slow there), so AMD CPUs are left alone."""
+    switch = os.environ.get("SDFG_SCAN_GATHERS", "").strip()
+    if switch == "0" or platform.machine() not in ("x86_64", "AMD64"):
+        return []
+    compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
+    tuning = _native_tuning(compiler) if compiler else None
+    if tuning is None:
+        return []
+    if switch == "1":
+        return list(GATHER_TUNING)
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    intel = re.search(r"^vendor_id\s*:\s*GenuineIntel", cpuinfo, re.M)
+    avx512 = re.search(r"^flags\s*:.*\bavx512f\b", cpuinfo, re.M)
+    return list(GATHER_TUNING) if intel and avx512 and tuning[1] == "generic" else []
 
 
 STRICT_HOST_FLAGS = ["-ffp-contract=off", "-fno-reciprocal-math", "-fsigned-zeros", "-fno-fast-math",

@@ -47,7 +47,13 @@ from dace.transformation.transformation import ExpandTransformation
 from sdfg_scan.cost import CELL_OUTER_SECONDS, efficiency_of, stream_seconds
 from sdfg_scan.expansions import declare, vector_pow
 from sdfg_scan.expansions import scan_blocked_codegen as codegen
-from sdfg_scan.expansions.environments import LIBM_HEADER, STRICT_HOST_FLAGS, ExactArithmetic, libm_flags
+from sdfg_scan.expansions.environments import (
+    LIBM_HEADER,
+    STRICT_HOST_FLAGS,
+    ExactArithmetic,
+    gather_flags,
+    libm_flags,
+)
 from sdfg_scan.expansions.scan_blocked_codegen import LANE, BodyWriter, Ref, Scope, Unsupported, Writer, storage_type
 from sdfg_scan.expansions.scan_columns import body_copy, mapped_symbols, per_level
 from sdfg_scan.scan_structure import NotAScan, analyze_scan
@@ -343,8 +349,10 @@ PREDICATED = True
 (:data:`PREDICATED_MATH`); off: every vector computes every branch's calls."""
 
 LOOP_FLAGS = ["-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math", "-fno-thread-jumps"] + \
-    (["-mprefer-vector-width=512"] if platform.machine() in ("x86_64", "AMD64") else [])
-"""What GCC needs to vectorise an if-converted cell loop (:class:`VectorMath` says why, flag by flag)."""
+    (["-mprefer-vector-width=512"] if platform.machine() in ("x86_64", "AMD64") else []) + gather_flags()
+"""What GCC needs to vectorise an if-converted cell loop (:class:`VectorMath` says why, flag by flag), and
+gathers where GCC's tuning of an Intel CPU it does not know would leave them out
+(:func:`~sdfg_scan.expansions.environments.gather_flags`; no flag changes a value)."""
 
 REPLAY_ARITHMETIC = [" ".join(STRICT_HOST_FLAGS)]
 """The arithmetic of a replay build: IEEE-strict, as ``exact``'s (one string: see ``STRICT_HOST_FLAGS``).
