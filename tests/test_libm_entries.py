@@ -103,7 +103,6 @@ def test_header_is_inert_without_the_flag(tmp_path):
     assert r.returncode == 0, r.stderr
 
 
-
 def test_gathers_only_where_gcc_tunes_an_intel_avx512_cpu_as_generic(monkeypatch, tmp_path):
     """``gather_flags``: GCC's gather tuning where the host is an Intel CPU with AVX-512 that GCC tunes as
     ``generic`` (a model newer than the compiler); nothing for the CPUs GCC knows, for AMD, for a compiler

@@ -440,7 +440,7 @@ class ScalarLaneLoops(VectorMath):
     contraction, no reciprocal math). No libmvec."""
 
     cmake_libraries: list[str] = []
-    cmake_compile_flags = LOOP_FLAGS + INLINED_POW_FLAGS + libm_flags()
+    cmake_compile_flags = LOOP_FLAGS + INLINED_POW_FLAGS + ["-fno-tree-pre"] + libm_flags()
     dependencies: list[type] = [ExactArithmetic]
 
 
