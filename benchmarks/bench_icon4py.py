@@ -500,7 +500,7 @@ def bench_graupel_blocked(size: tuple[int, int], samples: int, profile_seconds: 
     same("gt4py IEEE-strict", "auto, per-call transients (exact)")
     same("auto (replay)", "auto, per-call transients (replay)")
     rows = [f"{GRAUPEL_LABEL} {ncells}x{nlev}: {100 * wet:.0f}% of the (cell, level) points hold precipitation; "
-            "every exact row (auto = optimize(reproducibility='exact'): blocked, the pointwise maps whose math "
+            "every exact row (auto = optimize(reproducibility='exact'): blocked_timed (blocked or blocked_simd_exact, the faster after its first calls; SDFG_SCAN_TIMED_REPORT=1 prints which), the pointwise maps whose math "
             "calls are staged in their exact vectorised form (since stop 46; here all of them); exact, maps "
             "vectorised: vectorize_maps=True, every map; exact, maps scalar: vectorize_maps=False, gt4py's scalar "
             "code, the default of stops 42 to 45) bitwise equal to the IEEE-strict build; "

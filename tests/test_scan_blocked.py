@@ -376,3 +376,76 @@ int main() {
     subprocess.run(["g++", "-O1", str(src), "-o", str(exe)], check=True)   # no OpenMP: one thread
     got = [int(x) for x in subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()]
     assert got == [128, 104, 64, 64, 256, 16, 192]
+
+
+def _with_branch_libm_calls():
+    """The forward sweep (lifted, cell-contiguous) with ``pow``, ``exp`` and ``log`` of its own values under
+    a condition on them (a branch some cells take and others do not)."""
+    from dace.properties import CodeBlock
+
+    from sdfg_scan.cost import math_calls
+
+    sdfg, scans = _lifted(FORMS[1])
+    node, state = scans[0]
+    t = [t for t, _ in node.body.all_nodes_recursive() if isinstance(t, dace.nodes.Tasklet)
+         and t.language == dace.Language.Python and t.in_connectors and t.out_connectors][-1]
+    out = next(iter(t.out_connectors))
+    t.code = CodeBlock(t.code.as_string + f"\n{out} = (pow({out}, 0.75) + exp(-{out}) * log(1.0 + {out})) "
+                                          f"if {out} > 0.0 else {out}")
+    assert math_calls(node) == 3
+    return sdfg, node, state
+
+
+@pytest.fixture(scope="module")
+def timed_programs():
+    """The sweep with branch libm calls as ``sequential``, ``blocked``, ``blocked_simd_exact`` and
+    ``blocked_timed``, compiled once, IEEE-strict."""
+    sdfg, node, state = _with_branch_libm_calls()
+    assert choose(node, state, floor="exact", use_cache=False).implementation in ("levels_outside", "blocked_timed")
+    progs = {}
+    for impl in ("sequential", "blocked", "blocked_simd_exact", "blocked_timed"):
+        node.implementation = impl
+        progs[impl] = fx.compile_once(f"timed_{impl}", sdfg)
+    return sdfg, progs
+
+
+def test_blocked_timed_is_bitwise_both_kernels_on_every_call(timed_programs, monkeypatch, capfd):
+    """``blocked_timed`` holds ``blocked`` and ``blocked_simd_exact`` and keeps the faster after timing
+    ``TIMED_TRIALS`` calls of each: every call, before and after the choice, and each kernel forced
+    (``SDFG_SCAN_TIMED_KERNEL``), is bitwise ``sequential``, ``blocked`` and ``blocked_simd_exact``; the
+    choice is reported once (``SDFG_SCAN_TIMED_REPORT``), from 1 level up, block-partial cell counts included."""
+    from sdfg_scan.expansions.scan_blocked import TIMED_KERNELS, TIMED_TRIALS
+
+    sdfg, progs = timed_programs
+    form = FORMS[1]
+    monkeypatch.setenv("SDFG_SCAN_TIMED_REPORT", "1")
+    for ncells, nlev in ((1, 1), (3, 2), (300, 7)):
+        kw = fx.inputs(form, fx.load(form), ncells=ncells, nlev=nlev, seed=ncells + nlev)
+        ref = fx.outputs_of({k: v for k, v in progs.items() if k != "blocked_timed"}, kw)
+        fx.assert_bitwise_equal(ref["sequential"], ref["blocked"])
+        fx.assert_bitwise_equal(ref["sequential"], ref["blocked_simd_exact"])
+        for forced in TIMED_KERNELS:
+            monkeypatch.setenv("SDFG_SCAN_TIMED_KERNEL", forced)
+            fx.assert_bitwise_equal(ref["sequential"], fx.outputs_of({"t": progs["blocked_timed"]}, kw)["t"])
+        monkeypatch.delenv("SDFG_SCAN_TIMED_KERNEL")
+        for _ in range(2 * TIMED_TRIALS + 1 if (ncells, nlev) == (300, 7) else 1):
+            fx.assert_bitwise_equal(ref["sequential"], fx.outputs_of({"t": progs["blocked_timed"]}, kw)["t"])
+    err = capfd.readouterr().err
+    assert err.count("blocked_timed keeps") == 1, err
+    assert f"min of {TIMED_TRIALS} calls each" in err
+
+
+def test_blocked_timed_applies_to_bodies_with_libm_calls_only():
+    """Without libm calls ``blocked_timed`` is refused with the reason (``blocked`` serves); with them it
+    applies, costs just below ``blocked`` (so ``auto`` prefers it where it would pick ``blocked``), and
+    ranks after ``levels_outside`` where that one is cheaper."""
+    sdfg, scans = _lifted(FORMS[1])
+    node, state = scans[0]
+    ctx = context_of(node, state, "exact")
+    impls = Scan.implementations
+    assert "makes no libm call" in refusal(node, "blocked_timed", impls["blocked_timed"], ctx)
+    _, node, state = _with_branch_libm_calls()
+    ctx = context_of(node, state, "exact")
+    assert refusal(node, "blocked_timed", impls["blocked_timed"], ctx) is None
+    assert cost_of(node, impls["blocked_timed"], ctx) < cost_of(node, impls["blocked"], ctx)
+    assert impls["blocked_timed"].reproducibility == "exact" and impls["blocked_timed"].targets == ("cpu",)

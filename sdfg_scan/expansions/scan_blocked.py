@@ -823,6 +823,111 @@ class ExpandScanBlockedExactSIMD(_BlockedExpansion):
     exact_math = True
 
 
+TIMED_TRIALS = 3
+"""Calls of each kernel ``blocked_timed`` times before it keeps the faster one (the minimum of each kernel's)."""
+
+TIMED_KERNELS = ("blocked", "blocked_simd_exact")
+"""``blocked_timed``'s two kernels, in the order of its choice index (0, 1)."""
+
+TIMED_CHOICE_CODE = """
+#ifndef SDFG_SCAN_TIMED_CHOICE
+#define SDFG_SCAN_TIMED_CHOICE
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+// blocked_timed: two kernels of one scan that give bitwise the same values (blocked: the body per cell,
+// glibc's calls where the program's branches take them; blocked_simd_exact: if-converted and vectorised, the
+// checked pow in every lane). Which is faster depends on the machine (glibc's scalar pow against the
+// vector arithmetic) and on the data (how many cells take each branch), so the scan's first calls run them
+// alternately, TRIALS each, and every later call runs the one with the smaller minimum. The choice changes
+// the time, never a value. SDFG_SCAN_TIMED_KERNEL=blocked or =blocked_simd_exact runs that one (no timing);
+// SDFG_SCAN_TIMED_REPORT=1 prints the choice to stderr when it is made.
+struct sdfg_scan_timed_choice {
+    const char* label;
+    double best[2] = {1e300, 1e300};
+    int calls = 0;
+    int chosen = -1;
+    explicit sdfg_scan_timed_choice(const char* l) : label(l) {}
+    int next() {
+        const char* f = std::getenv("SDFG_SCAN_TIMED_KERNEL");
+        if (f != nullptr && std::strcmp(f, "blocked") == 0) return 2;
+        if (f != nullptr && std::strcmp(f, "blocked_simd_exact") == 0) return 3;
+        return chosen >= 0 ? chosen : calls % 2;
+    }
+    void record(int k, double seconds, int trials) {
+        if (k > 1 || chosen >= 0) return;
+        if (seconds < best[k]) best[k] = seconds;
+        if (++calls < 2 * trials) return;
+        chosen = best[1] < best[0] ? 1 : 0;
+        const char* r = std::getenv("SDFG_SCAN_TIMED_REPORT");
+        if (r != nullptr && r[0] != '\\0' && std::strcmp(r, "0") != 0)
+            std::fprintf(stderr, "sdfg_scan: %s: blocked_timed keeps %s (%.4g s; %s %.4g s), min of %d calls each\\n",
+                         label, chosen ? "blocked_simd_exact" : "blocked", best[chosen],
+                         chosen ? "blocked" : "blocked_simd_exact", best[1 - chosen], trials);
+    }
+};
+#endif
+"""
+"""``code_global`` of ``blocked_timed``'s choice between its kernels (:class:`ExpandScanBlockedTimed`)."""
+
+
+def _timed_tasklet(node, state) -> dace.nodes.Tasklet:
+    """``blocked_timed``'s tasklet: both kernels, the choice per call (:data:`TIMED_CHOICE_CODE`)."""
+    _unshadowed(node, state)
+    node.validate(state.sdfg, state)
+    why = check(node, state)
+    if why is not None:
+        raise node.error(f"the blocked_timed expansion cannot build this scan: {why}; use 'levels_outside' or "
+                         f"'sequential'")
+    plain, types = kernel(node, state, if_convert=False)
+    simd, _ = kernel(node, state, if_convert=True, exact_math=True)
+    label = node.label.replace("\\", "\\\\").replace('"', '\\"')
+    code = "\n".join([f'static sdfg_scan_timed_choice _sdfg_scan_tc("{label}");',
+                      "const int _sdfg_scan_k = _sdfg_scan_tc.next();",
+                      "const auto _sdfg_scan_t0 = std::chrono::steady_clock::now();",
+                      "if (_sdfg_scan_k % 2 == 0) {", plain, "} else {", simd, "}",
+                      "_sdfg_scan_tc.record(_sdfg_scan_k, std::chrono::duration<double>("
+                      f"std::chrono::steady_clock::now() - _sdfg_scan_t0).count(), {TIMED_TRIALS});"])
+    ins = {c: types[c] for c in node.in_connectors}
+    outs = {c: types[c] for c in node.out_connectors}
+    return dace.nodes.Tasklet(f"{node.label}_blocked", ins, outs, code, language=dace.Language.CPP,
+                              code_global=BLOCK_SIZE_CODE + scalar_lane_math() + TIMED_CHOICE_CODE)
+
+
+@dace.library.expansion
+@declare(targets=("cpu",), reproducibility="exact", efficiency={"cpu:cell": 0.45})
+class ExpandScanBlockedTimed(_BlockedExpansion):
+    """``blocked`` and ``blocked_simd_exact`` in one tasklet, the faster kept at run time
+    (:data:`TIMED_CHOICE_CODE`): the first ``2 x`` :data:`TIMED_TRIALS` calls alternate, every later call runs
+    the kernel with the smaller minimum. The two give bitwise the same values (both are bitwise the strict
+    build), so the choice is a matter of time only, and the class stays exact. Which one wins depends on the
+    machine and the data: graupel_run_dyn (20480 x 65) ran ``blocked_simd_exact`` 0.400 s against ``blocked``
+    0.519 s on an Intel Xeon (model 207) whose glibc ``pow`` takes 19 ns a call, and 0.344 s against 0.293 s
+    on another (model 167, stop 42; benchmarks/HISTORY.md, "Stop 59"). Applies where both apply and the body
+    makes libm calls (without them the two differ by if-conversion only, and ``blocked`` serves); costed just
+    below ``blocked``, so ``auto`` prefers it there. The program builds with :class:`ScalarLaneLoops`' flags
+    (no flag changes a value) and holds both kernels' code."""
+
+    environments = [ScalarLaneLoops]
+
+    @classmethod
+    def applies(cls, node, ctx) -> str | None:
+        from sdfg_scan.cost import math_calls
+
+        if not math_calls(node):
+            return "the body makes no libm call (exp, log, pow): 'blocked' serves it without a second kernel"
+        return _applies(node, ctx)
+
+    @classmethod
+    def cost(cls, node, ctx) -> float:
+        return 0.999 * super().cost(node, ctx)   # never slower than blocked but for its trial calls
+
+    @classmethod
+    def expansion(cls, node, parent_state, parent_sdfg):
+        return _timed_tasklet(node, parent_state)
+
+
 @dace.library.expansion
 @declare(targets=("cpu",), reproducibility="exact", efficiency={"cpu:cell": 0.45})   # blocked's: ties go to blocked
 class ExpandScanBlockedKCached(_BlockedExpansion):
@@ -833,5 +938,5 @@ class ExpandScanBlockedKCached(_BlockedExpansion):
     kcached = True
 
 
-__all__ = ["BLOCK", "REPLAY_ARITHMETIC", "VECTOR_MATH", "PREDICATED_MATH", "accurate_pow_math", "scalar_lane_math", "AccurateVectorMath", "ExpandScanBlocked", "ExpandScanBlockedKCached",
+__all__ = ["BLOCK", "REPLAY_ARITHMETIC", "TIMED_CHOICE_CODE", "TIMED_KERNELS", "TIMED_TRIALS", "ExpandScanBlockedTimed", "VECTOR_MATH", "PREDICATED_MATH", "accurate_pow_math", "scalar_lane_math", "AccurateVectorMath", "ExpandScanBlocked", "ExpandScanBlockedKCached",
            "ExpandScanBlockedExactSIMD", "ExpandScanBlockedSIMD", "ScalarLaneLoops", "VectorMath", "check", "kernel"]

@@ -19,6 +19,7 @@ from sdfg_scan.expansions.scan_blocked import (
     ExpandScanBlockedExactSIMD,
     ExpandScanBlockedKCached,
     ExpandScanBlockedSIMD,
+    ExpandScanBlockedTimed,
 )
 from sdfg_scan.expansions.scan_blocked_codegen import cell_dims, stride_kind
 from sdfg_scan.expansions.scan_body import LEVELS, stride_symbol
@@ -149,6 +150,8 @@ class Scan(ColumnNode):
     ``blocked_simd_exact`` cpu       exact      ``blocked_simd``'s loop, glibc's scalar exp/log per lane, pow
                                                 checked (glibc's call where not provably its value)
     ``blocked_kcached``   cpu        exact      ``blocked`` with level-offset input reads from ``[W, B]`` rings
+    ``blocked_timed``     cpu        exact      ``blocked`` and ``blocked_simd_exact`` in one tasklet, the faster
+                                                kept after timing both on the first calls (bodies with libm calls)
     ``auto``              cpu, gpu   (chosen)   the cheapest eligible (:class:`ExpandScanAuto`)
     ====================  =========  =========  ==============================================
     """
@@ -157,7 +160,8 @@ class Scan(ColumnNode):
                        "kcached": ExpandScanKCached,
                        "blocked": ExpandScanBlocked, "blocked_simd": ExpandScanBlockedSIMD,
                        "blocked_simd_exact": ExpandScanBlockedExactSIMD,
-                       "blocked_kcached": ExpandScanBlockedKCached, "auto": ExpandScanAuto}
+                       "blocked_kcached": ExpandScanBlockedKCached, "blocked_timed": ExpandScanBlockedTimed,
+                       "auto": ExpandScanAuto}
     default_implementation = "auto"
 
     body = SDFGReferenceProperty(desc="column SDFG: entry copies, LoopRegion over the levels, exit states",
