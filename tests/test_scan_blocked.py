@@ -125,6 +125,23 @@ def test_graupel_blocked_simd_exact_is_bitwise_the_original():
 
 
 @pytest.mark.long
+def test_graupel_auto_exact_is_blocked_timed_and_bitwise_the_original_on_every_call():
+    """``graupel_run_dyn`` under ``optimize(reproducibility="exact")``: its scan is ``blocked_timed`` (a body
+    with libm calls), and every call, the trial calls of both kernels and the calls after the choice, is
+    bitwise the IEEE-strict original."""
+    from sdfg_scan.expansions.scan_blocked import TIMED_TRIALS
+
+    form = "graupel_run_dyn.opt_nohooks"
+    sdfg, scans = _lifted(form)
+    assert [n.implementation for n, _ in scans] == ["blocked_timed"]
+    kw = fx.inputs(form, fx.load(form), ncells=2048, nlev=65)
+    ref = fx.run(f"orig_{form}", fx.load(form), kw)
+    timed = fx.compile_once(f"timed_{form}", sdfg)
+    for _ in range(2 * TIMED_TRIALS + 1):
+        fx.assert_bitwise_equal(ref, fx.outputs_of({"t": timed}, kw)["t"])
+
+
+@pytest.mark.long
 def test_graupel_exact_vectorised_maps_are_bitwise_the_original():
     """``graupel_run_dyn`` under ``exact`` with ``vectorize_maps=True``: gt4py's pointwise maps as vectorised
     loops whose ``pow``/``exp`` are the program's scalar calls on the lanes that take their branch
