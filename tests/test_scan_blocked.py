@@ -430,7 +430,8 @@ def test_blocked_timed_is_bitwise_both_kernels_on_every_call(timed_programs, mon
     """``blocked_timed`` holds ``blocked`` and ``blocked_simd_exact`` and keeps the faster after timing
     ``TIMED_TRIALS`` calls of each: every call, before and after the choice, and each kernel forced
     (``SDFG_SCAN_TIMED_KERNEL``), is bitwise ``sequential``, ``blocked`` and ``blocked_simd_exact``; the
-    choice is reported once (``SDFG_SCAN_TIMED_REPORT``), from 1 level up, block-partial cell counts included."""
+    choice is reported once (``SDFG_SCAN_TIMED_REPORT``), and a wrong kernel name is warned about once and
+    ignored; from 1 level up, block-partial cell counts included."""
     from sdfg_scan.expansions.scan_blocked import TIMED_KERNELS, TIMED_TRIALS
 
     sdfg, progs = timed_programs
@@ -444,11 +445,12 @@ def test_blocked_timed_is_bitwise_both_kernels_on_every_call(timed_programs, mon
         for forced in TIMED_KERNELS:
             monkeypatch.setenv("SDFG_SCAN_TIMED_KERNEL", forced)
             fx.assert_bitwise_equal(ref["sequential"], fx.outputs_of({"t": progs["blocked_timed"]}, kw)["t"])
-        monkeypatch.delenv("SDFG_SCAN_TIMED_KERNEL")
+        monkeypatch.setenv("SDFG_SCAN_TIMED_KERNEL", "simd")   # a wrong name: warned about once, then timed
         for _ in range(2 * TIMED_TRIALS + 1 if (ncells, nlev) == (300, 7) else 1):
             fx.assert_bitwise_equal(ref["sequential"], fx.outputs_of({"t": progs["blocked_timed"]}, kw)["t"])
     err = capfd.readouterr().err
     assert err.count("blocked_timed keeps") == 1, err
+    assert err.count("SDFG_SCAN_TIMED_KERNEL='simd' is neither 'blocked' nor 'blocked_simd_exact'") == 1, err
     assert f"min of {TIMED_TRIALS} calls each" in err
 
 

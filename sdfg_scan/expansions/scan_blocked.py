@@ -849,10 +849,16 @@ struct sdfg_scan_timed_choice {
     int calls = 0;
     int chosen = -1;
     explicit sdfg_scan_timed_choice(const char* l) : label(l) {}
+    bool warned = false;
     int next() {
         const char* f = std::getenv("SDFG_SCAN_TIMED_KERNEL");
         if (f != nullptr && std::strcmp(f, "blocked") == 0) return 2;
         if (f != nullptr && std::strcmp(f, "blocked_simd_exact") == 0) return 3;
+        if (f != nullptr && f[0] != '\\0' && !warned) {
+            warned = true;
+            std::fprintf(stderr, "sdfg_scan: %s: SDFG_SCAN_TIMED_KERNEL='%s' is neither 'blocked' nor "
+                         "'blocked_simd_exact'; blocked_timed times both and keeps the faster\\n", label, f);
+        }
         return chosen >= 0 ? chosen : calls % 2;
     }
     void record(int k, double seconds, int trials) {
