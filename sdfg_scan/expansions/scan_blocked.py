@@ -44,7 +44,7 @@ from dace.codegen.targets.cpp import sym2cpp
 from dace.sdfg.state import ConditionalBlock, ControlFlowRegion
 from dace.transformation.transformation import ExpandTransformation
 
-from sdfg_scan.cost import CELL_OUTER_SECONDS, efficiency_of, stream_seconds
+from sdfg_scan.cost import CELL_OUTER_SECONDS, efficiency_of, math_calls, stream_seconds
 from sdfg_scan.expansions import declare, vector_pow
 from sdfg_scan.expansions import scan_blocked_codegen as codegen
 from sdfg_scan.expansions.environments import (
@@ -738,21 +738,31 @@ def _unshadowed(node, state) -> None:
     node.rename_connectors(state, names)
 
 
-def _tasklet(node, state, if_convert: bool, kcached: bool = False, exact_math: bool = False) -> dace.nodes.Tasklet:
+def _prepare(node, state, name: str, kcached: bool = False) -> None:
+    """Connectors renamed where they would shadow (:func:`_unshadowed`), the node validated, and a clear error
+    naming expansion ``name`` where the blocked kernels cannot build it."""
     _unshadowed(node, state)
     node.validate(state.sdfg, state)
     why = check(node, state, kcached)
     if why is not None:
-        name = ("blocked_kcached" if kcached else "blocked" if not if_convert
-                else "blocked_simd_exact" if exact_math else "blocked_simd")
         raise node.error(f"the {name} expansion cannot build this scan: {why}; use 'levels_outside' or 'sequential'")
-    code, types = kernel(node, state, if_convert, kcached=kcached, exact_math=exact_math)
+
+
+def _cpp_tasklet(node, code: str, types: dict, code_global: str) -> dace.nodes.Tasklet:
+    """The C++ tasklet that replaces ``node``: its connectors typed as :func:`kernel` says."""
     ins = {c: types[c] for c in node.in_connectors}
     outs = {c: types[c] for c in node.out_connectors}
     return dace.nodes.Tasklet(f"{node.label}_blocked", ins, outs, code, language=dace.Language.CPP,
-                              code_global=BLOCK_SIZE_CODE + ((scalar_lane_math() if exact_math
-                                                              else PREDICATED_MATH if PREDICATED else VECTOR_MATH)
-                                                             if if_convert else ""))
+                              code_global=code_global)
+
+
+def _tasklet(node, state, if_convert: bool, kcached: bool = False, exact_math: bool = False) -> dace.nodes.Tasklet:
+    _prepare(node, state, "blocked_kcached" if kcached else "blocked" if not if_convert
+             else "blocked_simd_exact" if exact_math else "blocked_simd", kcached)
+    code, types = kernel(node, state, if_convert, kcached=kcached, exact_math=exact_math)
+    return _cpp_tasklet(node, code, types, BLOCK_SIZE_CODE + ((scalar_lane_math() if exact_math
+                                                               else PREDICATED_MATH if PREDICATED else VECTOR_MATH)
+                                                              if if_convert else ""))
 
 
 class _BlockedExpansion(ExpandTransformation):
@@ -880,12 +890,7 @@ struct sdfg_scan_timed_choice {
 
 def _timed_tasklet(node, state) -> dace.nodes.Tasklet:
     """``blocked_timed``'s tasklet: both kernels, the choice per call (:data:`TIMED_CHOICE_CODE`)."""
-    _unshadowed(node, state)
-    node.validate(state.sdfg, state)
-    why = check(node, state)
-    if why is not None:
-        raise node.error(f"the blocked_timed expansion cannot build this scan: {why}; use 'levels_outside' or "
-                         f"'sequential'")
+    _prepare(node, state, "blocked_timed")
     plain, types = kernel(node, state, if_convert=False)
     simd, _ = kernel(node, state, if_convert=True, exact_math=True)
     label = node.label.replace("\\", "\\\\").replace('"', '\\"')
@@ -895,10 +900,7 @@ def _timed_tasklet(node, state) -> dace.nodes.Tasklet:
                       "if (_sdfg_scan_k % 2 == 0) {", plain, "} else {", simd, "}",
                       "_sdfg_scan_tc.record(_sdfg_scan_k, std::chrono::duration<double>("
                       f"std::chrono::steady_clock::now() - _sdfg_scan_t0).count(), {TIMED_TRIALS});"])
-    ins = {c: types[c] for c in node.in_connectors}
-    outs = {c: types[c] for c in node.out_connectors}
-    return dace.nodes.Tasklet(f"{node.label}_blocked", ins, outs, code, language=dace.Language.CPP,
-                              code_global=BLOCK_SIZE_CODE + scalar_lane_math() + TIMED_CHOICE_CODE)
+    return _cpp_tasklet(node, code, types, BLOCK_SIZE_CODE + scalar_lane_math() + TIMED_CHOICE_CODE)
 
 
 @dace.library.expansion
@@ -919,8 +921,6 @@ class ExpandScanBlockedTimed(_BlockedExpansion):
 
     @classmethod
     def applies(cls, node, ctx) -> str | None:
-        from sdfg_scan.cost import math_calls
-
         if not math_calls(node):
             return "the body makes no libm call (exp, log, pow): 'blocked' serves it without a second kernel"
         return _applies(node, ctx)
