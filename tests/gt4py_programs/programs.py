@@ -125,7 +125,7 @@ def _precip_scaled(qr: CK, qs: CK, rho: CK, dz: CK) -> tuple[CK, CK, CK]:
 @gtx.program
 def precip_scaled(qr: CK, qs: CK, rho: CK, dz: CK, qr_out: CK, qs_out: CK, flux: CK):
     """``precip_gated`` on ``qr * 2`` (exact): the scan reads a gt4py ``[Cell, K]`` temporary, whose strides gt4py
-    sets only after the last CPU hook (``tests/test_gt4py.py``, unit horizontal stride)."""
+    sets only after the last CPU hook (``tests/test_gt4py_backend.py``, unit horizontal stride)."""
     _precip_scaled(qr, qs, rho, dz, out=(qr_out, qs_out, flux))
 
 
