@@ -126,3 +126,27 @@ def test_blocked_kernels_of_a_compiled_gt4py_program(impl):
         for k, v in want.items():
             if isinstance(v, np.ndarray):
                 assert np.array_equal(gs._bytes(v), gs._bytes(got[k])), (impl, k, nlev)
+
+
+def test_connectors_renamed_past_the_symbols_the_body_assigns():
+    """The blocked kernels rename a connector that would shadow a name of the program (``x0`` -> ``x0_c0``);
+    the new name also avoids the symbols the body assigns on the inter-state edges of its level loop, which
+    ``body.symbols`` does not list: a body that assigns ``x0_c0`` gets ``x0_c1``, and the node still validates."""
+    import copy
+
+    from dace.sdfg.state import LoopRegion
+
+    from sdfg_scan.expansions.scan_blocked import _unshadowed
+    from sdfg_scan.nodes.scan import Scan
+
+    col = CASES["compiled_program_copies_and_names"]
+    optimized = copy.deepcopy(gs.program(col, "unshadowed_assigned"))
+    gs.sdfg_scan.optimize(optimized, target="cpu", reproducibility="exact")
+    (node, state), = [(n, s) for n, s in optimized.all_nodes_recursive() if isinstance(n, Scan)]
+    assert "x0" in node.in_connectors and "x0" in optimized.arrays
+    (loop,) = [b for b in node.body.nodes() if isinstance(b, LoopRegion)]
+    loop.add_state_before(loop.start_block, "assigns", is_start_block=True, assignments={"x0_c0": "0"})
+    assert "x0_c0" not in node.body.symbols   # the case under test: assigned, not declared
+    _unshadowed(node, state)
+    assert "x0_c1" in node.in_connectors and not {"x0", "x0_c0"} & set(node.in_connectors)
+    node.validate(state.sdfg, state)

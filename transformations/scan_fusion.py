@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import itertools
 import re
 
 import dace
@@ -14,6 +13,7 @@ from dace.sdfg.graph import OrderedDiGraph
 from dace.sdfg.state import ConditionalBlock
 from dace.transformation import transformation as xf
 
+from sdfg_scan.names import body_names, fresh_name
 from sdfg_scan.nodes.scan import LEVELS, Scan, stride_symbol
 from sdfg_scan.scan_structure import NotAScan, ScanStructure, analyze_scan
 
@@ -269,19 +269,11 @@ def _no_other_dependence(state, a, b, links) -> bool:
 # apply: merge the bodies
 # ------------------------------------------------------------------------------------------------
 def _names(body: dace.SDFG, s: ScanStructure) -> set[str]:
-    names = set(body.arrays) | set(body.symbols) | {s.variable}
-    for e in body.all_interstate_edges():
-        names |= set(e.data.assignments)
-    return names
+    return body_names(body) | {s.variable}
 
 
 def _fresh(base: str, taken: set[str]) -> str:
-    for i in itertools.count(1):
-        cand = f"{base}_f{i}"
-        if cand not in taken:
-            taken.add(cand)
-            return cand
-    raise AssertionError
+    return fresh_name(base, taken, "_f", start=1)
 
 
 def _renaming(plan: _Plan) -> dict[str, str]:

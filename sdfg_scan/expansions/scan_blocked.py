@@ -56,6 +56,7 @@ from sdfg_scan.expansions.environments import (
 )
 from sdfg_scan.expansions.scan_blocked_codegen import LANE, BodyWriter, Ref, Scope, Unsupported, Writer, storage_type
 from sdfg_scan.expansions.scan_columns import body_copy, mapped_symbols, per_level
+from sdfg_scan.names import body_names, fresh_name
 from sdfg_scan.scan_structure import NotAScan, analyze_scan
 
 BLOCK = 256
@@ -727,15 +728,8 @@ def _unshadowed(node, state) -> None:
     clash = sorted(c for c in set(node.in_connectors) | set(node.out_connectors) if c in taken)
     if not clash:
         return
-    used = taken | set(node.in_connectors) | set(node.out_connectors) | set(node.body.arrays) | set(node.body.symbols)
-    names = {}
-    for c in clash:
-        k = 0
-        while f"{c}_c{k}" in used:
-            k += 1
-        names[c] = f"{c}_c{k}"
-        used.add(names[c])
-    node.rename_connectors(state, names)
+    used = taken | set(node.in_connectors) | set(node.out_connectors) | body_names(node.body)
+    node.rename_connectors(state, {c: fresh_name(c, used, "_c") for c in clash})
 
 
 def _prepare(node, state, name: str, kcached: bool = False) -> None:
