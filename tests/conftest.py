@@ -41,9 +41,9 @@ dace.Config.set("compiler", "allow_view_arguments", value=True)
 # under "inspect"), and the tests' own SDFG builders need no line info either
 dace.Config.set("compiler", "lineinfo", value="none")
 # DaCe's default ("hash") serialises every nested SDFG to JSON at code generation, to emit one function for
-# nested SDFGs with equal contents; a nested SDFG inside a nested SDFG is serialised again at every level. The
-# programs here have no such duplicates: "none" generates the same code (byte for byte on graupel and the
-# dycore fixtures, stop 60) and graupel's code generation takes 8.6 s instead of 21.8 s
+# nested SDFGs with equal contents; a nested SDFG inside a nested SDFG is serialised again at every level. A
+# program with such duplicates only gets a function per copy under "none"; on graupel, the dycore forward sweep
+# and diagnose_pressure the code is the same byte for byte (stop 60), and graupel's generation takes 8.6 s, not 21.8 s
 dace.Config.set("compiler", "unique_functions", value="none")
 
 
